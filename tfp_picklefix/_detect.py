@@ -1,0 +1,84 @@
+"""Feature detection: which cache era a TFP substrate is in, decided by what its classes do.
+
+Versions are only *reported*; decisions come from the code objects themselves,
+because the substrates carry their own copies of these classes and point releases
+(e.g. 0.11.1) did not always carry the fixes their numbers suggest.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, NamedTuple, Optional, Tuple
+
+DICT = "dict"          # TFP 0.7-0.10: per-instance ``_from_x``/``_from_y`` weak-key dicts
+INSTANCE = "instance"  # TFP 0.11: per-instance ``_cache = self._setup_cache()``
+GLOBAL = "global"      # TFP >= 0.12: class-level ``Bijector._cache``
+UNKNOWN = "unknown"
+
+
+class Substrate(NamedTuple):
+    name: str     # "tf", "numpy", "jax"
+    module: str   # the module that defines ``Bijector`` for it
+
+
+# Every module that defines a substrate's Bijector base class, across TFP's layouts.
+SUBSTRATES: Tuple[Substrate, ...] = (
+    Substrate("tf", "tensorflow_probability.python.bijectors.bijector"),
+    # TFP >= 0.12: generated, lazily loaded packages.
+    Substrate("numpy", "tensorflow_probability.substrates.numpy.bijectors.bijector"),
+    Substrate("jax", "tensorflow_probability.substrates.jax.bijectors.bijector"),
+    # TFP 0.8-0.11: reached as tensorflow_probability.python.experimental.substrates.*
+    Substrate("numpy", "tensorflow_probability.python.bijectors._numpy.bijector"),
+    Substrate("jax", "tensorflow_probability.python.bijectors._jax.bijector"),
+)
+
+
+class Detection(NamedTuple):
+    era: str
+    reason: str  # what was (or was not) recognised, for status() and warnings
+
+
+def _init_names(cls: type) -> Tuple[str, ...]:
+    import inspect  # not at import time: keeps `import tfp_picklefix` cheap
+
+    init = inspect.unwrap(vars(cls).get("__init__", cls.__init__))
+    code = getattr(init, "__code__", None)
+    return tuple(code.co_names) if code is not None else ()
+
+
+def detect_bijector_class(cls: Any) -> Detection:
+    """Classify a Bijector base class by the cache it sets up."""
+    if not isinstance(cls, type):
+        return Detection(UNKNOWN, "no Bijector class found")
+    own = vars(cls)
+    cache = own.get("_cache")
+    if cache is not None and hasattr(cache, "forward") and hasattr(cache, "inverse"):
+        return Detection(GLOBAL, f"class-level {type(cache).__name__} in Bijector._cache")
+    names = _init_names(cls)
+    if "_setup_cache" in own and "_setup_cache" in names and "_cache" in names:
+        return Detection(INSTANCE, "Bijector.__init__ sets self._cache = self._setup_cache()")
+    if "_from_x" in names and "_from_y" in names:
+        return Detection(DICT, "Bijector.__init__ sets weak-key dicts self._from_x/_from_y")
+    return Detection(UNKNOWN, "Bijector has neither a class-level _cache, nor _setup_cache, "
+                              "nor _from_x/_from_y caches")
+
+
+def detect_module(module: Any) -> Detection:
+    return detect_bijector_class(getattr(module, "Bijector", None))
+
+
+def tfp_version(module_name: Optional[str] = None) -> str:
+    """The installed TFP release, read without importing TFP (for reports only)."""
+    mod = sys.modules.get("tensorflow_probability.python.version")
+    version = getattr(mod, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        from importlib import metadata
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return "unknown"
+    for dist in ("tensorflow-probability", "tfp-nightly"):
+        try:
+            return metadata.version(dist)
+        except Exception:  # PackageNotFoundError
+            continue
+    return "unknown"

@@ -1,0 +1,39 @@
+"""The structured report returned by ``tfp_picklefix.status()``."""
+from __future__ import annotations
+
+from typing import NamedTuple, Tuple
+
+
+class SubstrateStatus(NamedTuple):
+    substrate: str          # "tf", "numpy" or "jax"
+    module: str             # the module defining that substrate's Bijector
+    tfp_version: str        # reported, never used for decisions
+    era: str                # "dict", "instance", "global" or "unknown"
+    detail: str             # what detection recognised, or what it did not
+    action: str             # "patched", "nothing to patch", "not patched", "failed: ..."
+    patched: Tuple[str, ...] = ()  # "Bijector.__getstate__", ...
+
+
+class Status(NamedTuple):
+    enabled: bool           # False when TFP_PICKLEFIX=off
+    active: bool            # patching is on (hooks will patch newly imported substrates)
+    mode: str               # how the package was asked to run, e.g. "on" or "off (TFP_PICKLEFIX=off)"
+    substrates: Tuple[SubstrateStatus, ...]
+
+    def __str__(self) -> str:
+        lines = [f"tfp_picklefix: {'active' if self.active else 'inactive'}; mode: {self.mode}"]
+        if not self.substrates:
+            lines.append("no TFP substrate imported yet (substrates are patched when imported)")
+            return "\n".join(lines)
+        headers = ("substrate", "TFP", "era", "action", "patched", "module")
+        rows = [(s.substrate, s.tfp_version, s.era, s.action, ", ".join(s.patched) or "-",
+                 s.module) for s in self.substrates]
+        widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(len(headers))]
+        fmt = "  ".join("{:<%d}" % w for w in widths)
+        lines.append(fmt.format(*headers).rstrip())
+        lines.append(fmt.format(*("-" * w for w in widths)).rstrip())
+        lines.extend(fmt.format(*row).rstrip() for row in rows)
+        notes = [f"  {s.substrate} ({s.module}): {s.detail}" for s in self.substrates]
+        lines.append("detection:")
+        lines.extend(notes)
+        return "\n".join(lines)
