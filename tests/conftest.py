@@ -1,0 +1,97 @@
+"""Shared helpers. Tests run against the real TF/TFP/GPflow of the stack they are in.
+
+``TFP_PICKLEFIX_STACK`` (set by scripts/matrix.py) names that stack, so that a stack
+which silently lost its TFP (or got another era) fails instead of skipping.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+import tfp_picklefix
+from tfp_picklefix import _check, _detect
+
+STACK = os.environ.get("TFP_PICKLEFIX_STACK", "")
+EXPECTED_ERA = {
+    "modern": _detect.GLOBAL,
+    "legacy-0.11": _detect.INSTANCE,
+    "legacy-0.10": _detect.DICT,
+    "legacy-0.9": _detect.DICT,
+    "numpy-substrate-0.11": _detect.INSTANCE,
+}
+LEGACY_ERAS = (_detect.DICT, _detect.INSTANCE)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_SUBSTRATES: Optional[Dict[str, Any]] = None
+
+
+def substrates() -> Dict[str, Any]:
+    """{"tf"|"numpy": the substrate's tfp-like module} for what this stack has (no JAX here)."""
+    global _SUBSTRATES
+    if _SUBSTRATES is None:
+        _SUBSTRATES, _ = _check.load_substrates(want_jax=False)
+    return _SUBSTRATES
+
+
+def bijector_module(name: str) -> Any:
+    """The module defining ``Bijector`` for substrate ``name``."""
+    tfb = substrates()[name].bijectors
+    return sys.modules[tfb.Bijector.__module__]
+
+
+def era(name: str) -> str:
+    return _detect.detect_module(bijector_module(name)).era
+
+
+def has_tf() -> bool:
+    return "tf" in substrates()
+
+
+def has_gpflow() -> bool:
+    if not has_tf():
+        return False
+    try:
+        import gpflow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def cache_len(bij: Any) -> Optional[int]:
+    """Entries in a legacy bijector's own cache (None in the global era)."""
+    d = bij.__dict__
+    if "_from_x" in d:
+        return len(d["_from_x"]) + len(d["_from_y"])
+    if "_cache" in d:
+        return len(d["_cache"].forward) + len(d["_cache"].inverse)
+    return None
+
+
+def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: int = 600,
+               args: Optional[List[str]] = None) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter of this stack (cwd: repo root)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    cmd = [sys.executable, "-c", code] if code else [sys.executable]
+    cmd += args or []
+    return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_script(args: List[str], env: Optional[Dict[str, str]] = None,
+               timeout: int = 900) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable] + args, cwd=ROOT, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def restore_patch_state():
+    """Leave the package patched (as at import) whatever a test did."""
+    yield
+    tfp_picklefix.patch()
