@@ -40,7 +40,9 @@ def load_substrates(want_jax: bool = True) -> Tuple[Dict[str, Any], List[str]]:
         errors = []
         for package in candidates:
             try:
-                loaded[name] = importlib.import_module(package)
+                module = importlib.import_module(package)
+                module.bijectors.Bijector  # modern TFP loads lazily: make it import the class
+                loaded[name] = module
                 break
             except Exception as exc:  # a missing or broken optional substrate
                 errors.append(f"{package}: {type(exc).__name__}: {exc}")

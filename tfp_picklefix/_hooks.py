@@ -1,28 +1,64 @@
-"""Post-import hooks (wrapt): patch each substrate when TFP imports it, never import it ourselves."""
+"""Post-import hooks: patch each substrate when TFP imports it, never import it ourselves.
+
+The hooks are wrapt's (``register_post_import_hook``: run right after a module is
+imported, or at once if it already is). wrapt itself is imported only when TFP is:
+a tiny finder watches for the first import of ``tensorflow_probability`` (every
+substrate module lives below it) and registers the hooks then, so that
+``import tfp_picklefix`` stays cheap in programs that have not imported TFP yet.
+"""
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any, Callable
 
 from . import _detect
 
-_lock = threading.Lock()
+_ROOT = "tensorflow_probability"
+_lock = threading.RLock()
 _installed = False
+_callback: Any = None
 
 
-def install(on_import: Callable[[_detect.Substrate, Any], None]) -> None:
-    """Register ``on_import(substrate, module)`` for every known substrate module, once.
+class _FirstTfpImport:
+    """A meta-path finder that finds nothing; it notices TFP's first import."""
 
-    wrapt calls a hook at once for a module that is already imported, and otherwise
-    right after the import finishes (outside the import lock).
-    """
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname == _ROOT or fullname.startswith(_ROOT + "."):
+            _register_wrapt_hooks()
+        return None
+
+    # Python < 3.4-style finders (wrapt 1.12's own finder is one) get asked this way.
+    def find_module(self, fullname: str, path: Any = None) -> None:
+        return self.find_spec(fullname, path)
+
+
+_sentinel = _FirstTfpImport()
+
+
+def _register_wrapt_hooks() -> None:
     global _installed
     with _lock:
         if _installed:
             return
+        _installed = True
+        if _sentinel in sys.meta_path:
+            sys.meta_path.remove(_sentinel)
         import wrapt
 
         for substrate in _detect.SUBSTRATES:
             wrapt.register_post_import_hook(
-                (lambda module, s=substrate: on_import(s, module)), substrate.module)
-        _installed = True
+                (lambda module, s=substrate: _callback(s, module)), substrate.module)
+
+
+def install(on_import: Callable[[_detect.Substrate, Any], None]) -> None:
+    """Call ``on_import(substrate, module)`` for every known substrate module, once each."""
+    global _callback
+    with _lock:
+        _callback = on_import
+        if _installed:
+            return
+        if any(name == _ROOT or name.startswith(_ROOT + ".") for name in list(sys.modules)):
+            _register_wrapt_hooks()  # TFP (and so wrapt, via TF) is already there
+        elif _sentinel not in sys.meta_path:
+            sys.meta_path.insert(0, _sentinel)

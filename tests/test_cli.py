@@ -1,0 +1,37 @@
+"""``python -m tfp_picklefix`` prints the status table; ``check`` self-tests the stack."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import LEGACY_ERAS, era, run_python, substrates
+
+
+def test_status_table():
+    if not substrates():
+        pytest.skip("no TFP substrate on this stack")
+    result = run_python("", args=["-m", "tfp_picklefix"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "substrate" in out and "era" in out
+    for sub in substrates():
+        assert any(line.startswith(sub) and era(sub) in line for line in out.splitlines()), out
+
+
+def test_check_passes_with_the_package():
+    if not substrates():
+        pytest.skip("no TFP substrate on this stack")
+    result = run_python("", args=["-m", "tfp_picklefix", "check"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("PASS ") for line in lines)
+    assert not any(line.startswith("FAIL ") for line in lines)
+
+
+def test_check_fails_when_turned_off_on_a_legacy_stack():
+    """The self-test can fail: with TFP_PICKLEFIX=off it finds the original bug."""
+    if not any(era(s) in LEGACY_ERAS for s in substrates()):
+        pytest.skip("TFP >= 0.12 pickles these bijectors without the package")
+    result = run_python("", args=["-m", "tfp_picklefix", "check"], env={"TFP_PICKLEFIX": "off"})
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert any(line.startswith("FAIL ") and ("HashableWeakRef" in line or "lambda" in line)
+               for line in result.stdout.splitlines()), result.stdout[-3000:]

@@ -1,0 +1,40 @@
+"""The legacy fix leaves forward/inverse (and everything but pickling) as TFP wrote it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import bijector_module, run_python, substrates
+
+HOT = ("forward", "inverse", "forward_log_det_jacobian", "inverse_log_det_jacobian",
+       "_call_forward", "_call_inverse", "_call_forward_log_det_jacobian",
+       "_call_inverse_log_det_jacobian")
+
+
+def test_forward_and_inverse_are_the_original_objects():
+    if not substrates():
+        pytest.skip("no TFP substrate on this stack")
+    modules = [bijector_module(s).__name__ for s in substrates()]
+    packages = [substrates()[s].__name__ for s in substrates()]
+    code = f"""
+import importlib, json, sys
+for p in {packages!r}:
+    importlib.import_module(p).bijectors.Bijector  # modern TFP loads lazily
+bases = [sys.modules[m].Bijector for m in {modules!r}]
+before = [{{k: v for k, v in vars(b).items()}} for b in bases]
+import tfp_picklefix
+out = []
+for b, snap in zip(bases, before):
+    hot = [k for k in {HOT!r} if k in snap]
+    same = [k for k in hot if vars(b)[k] is snap[k]]
+    changed = sorted(k for k in set(vars(b)) | set(snap) if vars(b).get(k) is not snap.get(k))
+    out.append([b.__module__, hot, same, changed])
+print(json.dumps(out))
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for module, hot, same, changed in json.loads(result.stdout.strip().splitlines()[-1]):
+        assert {"forward", "inverse"} <= set(hot), module
+        assert same == hot, module
+        assert set(changed) <= {"__getstate__", "__setstate__"}, (module, changed)

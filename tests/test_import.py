@@ -1,0 +1,101 @@
+"""Importing the package is cheap, imports no ML library, and hooks patch TFP whenever it comes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import EXPECTED_ERA, LEGACY_ERAS, STACK, has_tf, run_python, substrates, era
+
+HEAVY = ("tensorflow", "tensorflow_probability", "gpflow", "jax", "jaxlib")
+
+
+def test_import_pulls_in_no_ml_library():
+    result = run_python(
+        "import sys, json; import tfp_picklefix; "
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+def test_import_costs_under_50_ms():
+    # Best of several fresh interpreters: the bound is on the package, not on a busy machine.
+    code = ("import time; t = time.perf_counter(); import tfp_picklefix; "
+            "print((time.perf_counter() - t) * 1000)")
+    times = []
+    for _ in range(7):
+        result = run_python(code)
+        assert result.returncode == 0, result.stderr
+        times.append(float(result.stdout.strip().splitlines()[-1]))
+    assert min(times) < 50.0, times
+
+
+def test_stack_has_the_expected_era():
+    """Guards the matrix: a stack that lost its TFP, or got another one, fails loudly."""
+    if not STACK:
+        pytest.skip("not run by scripts/matrix.py (TFP_PICKLEFIX_STACK unset)")
+    eras = {name: era(name) for name in substrates()}
+    assert eras, "no TFP substrate could be imported on this stack"
+    assert set(eras.values()) == {EXPECTED_ERA[STACK]}, eras
+
+
+_STATUS_JSON = (
+    "import json, tfp_picklefix; "
+    "print(json.dumps([[s.substrate, s.era, s.action, list(s.patched)] "
+    "for s in tfp_picklefix.status().substrates]))")
+
+
+def _import_order_code(first: str, second: str) -> str:
+    # Modern TFP loads its modules lazily: touching tfp.bijectors.Bijector imports them.
+    touch = "tensorflow_probability.bijectors.Bijector; "
+    return (f"import {first}; " + (touch if first == "tensorflow_probability" else "")
+            + f"import {second}; " + touch + _STATUS_JSON)
+
+
+@pytest.mark.parametrize("order", ["package-first", "tfp-first"])
+def test_substrate_patched_whichever_is_imported_first(order):
+    if not has_tf():
+        pytest.skip("this stack has no TensorFlow substrate")
+    first, second = ("tfp_picklefix", "tensorflow_probability")
+    if order == "tfp-first":
+        first, second = second, first
+    result = run_python(_import_order_code(first, second))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {row[0]: row for row in json.loads(result.stdout.strip().splitlines()[-1])}
+    tf_row = rows["tf"]
+    if tf_row[1] in LEGACY_ERAS:
+        assert tf_row[2] == "patched" and "Bijector.__getstate__" in tf_row[3], tf_row
+    else:
+        assert tf_row[2] == "nothing to patch", tf_row
+
+
+def test_lazily_loaded_numpy_substrate_is_patched_when_imported():
+    if "numpy" not in substrates():
+        pytest.skip("this stack has no NumPy substrate")
+    package = substrates()["numpy"].__name__
+    result = run_python(
+        "import tfp_picklefix; before = [s.substrate for s in tfp_picklefix.status().substrates]; "
+        f"import {package}; import json; "
+        "rows = [[s.substrate, s.era, s.action] for s in tfp_picklefix.status().substrates]; "
+        "print(json.dumps([before, rows]))")
+    assert result.returncode == 0, result.stderr[-3000:]
+    before, rows = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "numpy" not in before
+    numpy_rows = [r for r in rows if r[0] == "numpy"]
+    assert numpy_rows, rows
+    expected = "patched" if numpy_rows[0][1] in LEGACY_ERAS else "nothing to patch"
+    assert numpy_rows[0][2] == expected, rows
+
+
+def test_env_off_disables_everything():
+    if not substrates():
+        pytest.skip("no TFP substrate on this stack")
+    sub, module = next(iter(substrates().items()))
+    result = run_python(
+        f"import tfp_picklefix, {module.__name__}; s = tfp_picklefix.status(); "
+        "import json; print(json.dumps([s.enabled, s.active, s.mode, len(s.substrates)]))",
+        env={"TFP_PICKLEFIX": "off"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    enabled, active, mode, count = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (enabled, active, count) == (False, False, 0)
+    assert "off" in mode

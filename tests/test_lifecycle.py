@@ -1,0 +1,192 @@
+"""patch()/unpatch() are idempotent and exact; patched() scopes; failures roll back one substrate."""
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import warnings
+
+import pytest
+
+import tfp_picklefix
+from tfp_picklefix import _detect, _manager
+from tfp_picklefix._record import RECORD
+
+from conftest import LEGACY_ERAS, bijector_module, era, run_python, substrates
+
+
+def _legacy_subs():
+    return [s for s in substrates() if era(s) in LEGACY_ERAS]
+
+
+def _snapshot(cls):
+    return dict(vars(cls))
+
+
+def test_patch_twice_equals_once(restore_patch_state):
+    if not substrates():
+        pytest.skip("no TFP substrate on this stack")
+    tfp_picklefix.patch()
+    entries = [(e.owner, e.name, e.original, e.replacement) for e in RECORD.entries()]
+    classes = [bijector_module(s).Bijector for s in substrates()]
+    snaps = [_snapshot(c) for c in classes]
+    status = tfp_picklefix.patch()
+    assert [(e.owner, e.name, e.original, e.replacement) for e in RECORD.entries()] == entries
+    for cls, snap in zip(classes, snaps):
+        after = _snapshot(cls)
+        assert after.keys() == snap.keys()
+        assert all(after[k] is snap[k] for k in snap)
+    assert status == tfp_picklefix.status()
+
+
+def test_unpatch_restores_every_attribute_identity_equal():
+    """In a fresh process: snapshot TFP's classes before the package, patch, unpatch, compare."""
+    if not substrates():
+        pytest.skip("no TFP substrate on this stack")
+    modules = [bijector_module(s).__name__ for s in substrates()]
+    packages = [substrates()[s].__name__ for s in substrates()]
+    code = f"""
+import importlib, json, sys
+for p in {packages!r}:
+    importlib.import_module(p).bijectors.Bijector  # modern TFP loads lazily
+mods = [sys.modules[m] for m in {modules!r}]
+def classes():
+    out = []
+    for mod in mods:
+        out += [v for v in vars(mod).values() if isinstance(v, type)]
+    return out
+before = {{id(c): dict(vars(c)) for c in classes()}}
+import tfp_picklefix
+patched = [[e.owner.__name__, e.name] for e in tfp_picklefix._record.RECORD.entries()]
+changed_while_patched = sum(
+    1 for c in classes() for k in set(before[id(c)]) | set(vars(c))
+    if vars(c).get(k, None) is not before[id(c)].get(k, None))
+tfp_picklefix.unpatch()
+bad = []
+for c in classes():
+    now = dict(vars(c))
+    if now.keys() != before[id(c)].keys():
+        bad.append([c.__name__, sorted(set(now) ^ set(before[id(c)]))])
+    bad += [[c.__name__, k] for k in now if now[k] is not before[id(c)].get(k)]
+print(json.dumps([patched, changed_while_patched, bad]))
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    patched, changed, bad = json.loads(result.stdout.strip().splitlines()[-1])
+    assert bad == []
+    assert changed == len(patched)  # exactly the recorded attributes changed, nothing else
+    if _legacy_subs():
+        assert patched, "a legacy substrate should have been patched"
+
+
+def test_patched_context_scopes_the_fix(restore_patch_state):
+    subs = _legacy_subs()
+    if not subs:
+        pytest.skip("nothing is patched in the global era (TFP >= 0.12) by this release")
+    tfb = substrates()[subs[0]].bijectors
+    tfp_picklefix.unpatch()
+    assert not tfp_picklefix.is_patched(tfb.Bijector, "__getstate__")
+    with tfp_picklefix.patched() as status:
+        assert tfp_picklefix.is_patched(tfb.Bijector, "__getstate__")
+        assert any(s.action == "patched" for s in status.substrates)
+        bij = tfb.Exp()
+        x = _array(subs[0], [1.0, 2.0])
+        y = bij.forward(x)  # x and y stay alive: the cache keeps its entry
+        pickle.loads(pickle.dumps(bij))
+    assert not tfp_picklefix.is_patched(tfb.Bijector, "__getstate__")
+    assert bij.inverse(y) is x
+    with pytest.raises((TypeError, AttributeError)):
+        copy.deepcopy(bij)
+
+
+def test_patched_context_keeps_an_active_patch(restore_patch_state):
+    tfp_picklefix.patch()
+    entries = RECORD.entries()
+    with tfp_picklefix.patched():
+        pass
+    assert RECORD.entries() == entries and _manager.is_active()
+
+
+def _array(sub, value):
+    if sub == "tf":
+        import tensorflow as tf
+
+        return tf.constant(value)
+    import numpy as np
+
+    return np.array(value)
+
+
+def test_failure_midway_rolls_back_that_substrate_only(monkeypatch, restore_patch_state):
+    subs = _legacy_subs()
+    if not subs:
+        pytest.skip("needs a substrate with something to patch (TFP 0.9-0.11)")
+    victim = bijector_module(subs[0])
+    others = [bijector_module(s) for s in subs[1:]]
+    tfp_picklefix.unpatch()
+    original = vars(victim.Bijector).get("__getstate__", "missing")
+    real_apply = _manager._apply
+
+    def apply_then_fail(owner, name, value, group):
+        real_apply(owner, name, value, group)  # the replacement lands, then something breaks
+        if group == victim.__name__:
+            raise RuntimeError("simulated failure after a replacement")
+
+    monkeypatch.setattr(_manager, "_apply", apply_then_fail)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tfp_picklefix.patch()
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert any(victim.__name__ in m and "rolled back" in m and "simulated failure" in m
+               for m in messages), messages
+    assert vars(victim.Bijector).get("__getstate__", "missing") is original
+    assert RECORD.entries(victim.__name__) == []
+    report = {s.module: s for s in tfp_picklefix.status().substrates}
+    assert report[victim.__name__].action.startswith("failed: RuntimeError")
+    for mod in others:
+        assert report[mod.__name__].action == "patched"
+        assert tfp_picklefix.is_patched(mod.Bijector, "__getstate__")
+    monkeypatch.setattr(_manager, "_apply", real_apply)
+
+
+def test_unknown_era_warns_exactly_once():
+    """A module whose Bijector has none of the known cache features is left alone, loudly."""
+    if not substrates():
+        pytest.skip("no TFP substrate on this stack")
+    import sys
+    import types
+
+    sub = next(iter(substrates()))
+    tfb = substrates()[sub].bijectors
+    # A real TFP class that is not a Bijector base: Exp has no cache of its own.
+    module = types.ModuleType("tfp_like_module_for_detection")
+    module.Bijector = tfb.Exp
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = _manager.patch_module(_detect.Substrate(sub, module.__name__), module)
+        _manager.patch_module(_detect.Substrate(sub, module.__name__), module)
+    runtime = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(runtime) == 1, [str(w.message) for w in runtime]
+    message = str(runtime[0].message)
+    assert _detect.tfp_version() in message and "not recognised" in message
+    assert report.era == _detect.UNKNOWN and report.action == "not patched"
+    assert not tfp_picklefix.is_patched(tfb.Exp, "__getstate__")
+    _manager._reports.pop(module.__name__, None)
+    sys.modules.pop(module.__name__, None)
+
+
+def test_get_original_and_status_table():
+    if not substrates():
+        pytest.skip("no TFP substrate on this stack")
+    table = str(tfp_picklefix.status())
+    for sub in substrates():
+        assert era(sub) in table
+        cls = bijector_module(sub).Bijector
+        if tfp_picklefix.is_patched(cls, "__getstate__"):
+            try:
+                original = tfp_picklefix.get_original(cls, "__getstate__")
+            except AttributeError:  # Python < 3.11: no class in the MRO had one
+                assert not any("__getstate__" in vars(k) for k in cls.__mro__[1:])
+            else:
+                assert original is not vars(cls)["__getstate__"]
+    assert _detect.tfp_version() in table
