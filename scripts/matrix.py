@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""The test matrix: one virtual environment per pinned stack, the test-suite run in each.
+
+    python3 scripts/matrix.py test [--stacks modern,legacy-0.11,...]   # make test
+    python3 scripts/matrix.py setup --stacks modern                   # environments only
+    python3 scripts/matrix.py demo [--stack modern]                   # make demo
+
+Each stack is installed from its file in constraints/ (re-installed when that file,
+its package list or its shims change). A stack that cannot be installed here prints
+``SKIP <stack>: <reason>``; the required default stack counts as a failure instead.
+The run ends with one summary line per stack and exits non-zero on any FAIL.
+Standard library only: this runs before any environment exists.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENVS = os.path.join(ROOT, ".venvs")
+LOGS = os.path.join(ROOT, ".matrix")
+PY39_PREFIX = os.path.join(VENVS, "py39-prefix")
+SHIMS = os.path.join(ROOT, "scripts", "legacy_shim")
+TEST_TOOLS = ["cloudpickle", "dill", "pytest", "wrapt"]
+LEGACY_PACKAGES = ["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
+
+STACKS: Dict[str, dict] = {
+    "modern": dict(
+        python="host", constraints="modern.txt", required=True,
+        packages=["tensorflow", "tensorflow-probability", "tf-keras", "gpflow"] + TEST_TOOLS,
+        env={"TF_USE_LEGACY_KERAS": "1"}),
+    "legacy-0.11": dict(python="py39", constraints="legacy-0.11.txt", packages=LEGACY_PACKAGES),
+    "legacy-0.10": dict(python="py39", constraints="legacy-0.10.txt", packages=LEGACY_PACKAGES,
+                        shims=["tfp_legacy_tf_shim"]),
+    "legacy-0.9": dict(python="py39", constraints="legacy-0.9.txt", packages=LEGACY_PACKAGES,
+                       shims=["tfp_legacy_tf_shim"]),
+    "numpy-substrate-0.11": dict(
+        python="host", constraints="numpy-substrate-0.11.txt",
+        nodeps=["tensorflow-probability"],
+        packages=["numpy", "scipy", "six", "decorator", "gast", "dm-tree"] + TEST_TOOLS,
+        shims=["tfp011_numpy_without_tf"]),
+}
+DEFAULT_STACK = "modern"
+
+
+class Skip(Exception):
+    """The stack cannot be installed on this machine (reason in the message)."""
+
+
+def log(msg: str) -> None:
+    print(f"[matrix] {msg}", flush=True)
+
+
+def venv_dir(stack: str) -> str:
+    return os.path.join(VENVS, stack)
+
+
+def stack_env(stack: str) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.update(STACKS[stack].get("env", {}))
+    env["TFP_PICKLEFIX_STACK"] = stack
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.pop("TFP_PICKLEFIX", None)
+    env.pop("PYTHONPATH", None)
+    if STACKS[stack]["python"] == "py39":
+        lib = os.path.join(PY39_PREFIX, "usr", "lib", "x86_64-linux-gnu")
+        env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def python_of(stack: str) -> str:
+    return os.path.join(venv_dir(stack), "bin", "python")
+
+
+def _stamp(stack: str) -> str:
+    spec = STACKS[stack]
+    h = hashlib.sha256(repr(sorted((k, v) for k, v in spec.items() if k != "env")).encode())
+    with open(os.path.join(ROOT, "constraints", spec["constraints"]), "rb") as f:
+        h.update(f.read())
+    for shim in spec.get("shims", []):
+        with open(os.path.join(SHIMS, shim + ".py"), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def _run(cmd: List[str], env: Dict[str, str], what: str, timeout: int = 1800) -> None:
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.strip().splitlines()[-15:])
+        raise Skip(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
+
+def setup(stack: str) -> None:
+    """Create or refresh the stack's venv; raises Skip when it cannot be installed."""
+    spec = STACKS[stack]
+    vdir = venv_dir(stack)
+    stamp_file = os.path.join(vdir, ".picklefix-stamp")
+    stamp = _stamp(stack)
+    env = stack_env(stack)
+    fresh = not (os.path.exists(stamp_file) and open(stamp_file).read() == stamp)
+    if fresh:
+        log(f"{stack}: creating {os.path.relpath(vdir, ROOT)}")
+        shutil.rmtree(vdir, ignore_errors=True)
+        os.makedirs(VENVS, exist_ok=True)
+        if spec["python"] == "py39":
+            proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "bootstrap_py39.sh"),
+                                   PY39_PREFIX, vdir], cwd=ROOT, env=env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            if proc.returncode != 0:
+                reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "unknown"
+                raise Skip(f"Python 3.9 could not be set up: {reason}")
+        else:
+            _run([sys.executable, "-m", "venv", vdir], env, "python -m venv")
+        py = python_of(stack)
+        constraints = os.path.join(ROOT, "constraints", spec["constraints"])
+        pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+        if spec.get("nodeps"):
+            _run(pip + ["--no-deps", "-c", constraints] + spec["nodeps"], env,
+                 f"pip install {' '.join(spec['nodeps'])}")
+        _run(pip + ["-c", constraints] + spec["packages"], env,
+             f"pip install -c constraints/{spec['constraints']}")
+        if spec.get("shims"):
+            site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  env=env, capture_output=True, text=True).stdout.strip()
+            for shim in spec["shims"]:
+                for ext in (".py", ".pth"):
+                    shutil.copy(os.path.join(SHIMS, shim + ext), site)
+        with open(stamp_file, "w") as f:
+            f.write(stamp)
+    else:
+        log(f"{stack}: {os.path.relpath(vdir, ROOT)} is up to date")
+    # The package itself, built and installed as a user would (no dependencies pulled).
+    _run([python_of(stack), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+          "--no-deps", "--force-reinstall", ROOT], env, "pip install tfp-picklefix")
+
+
+_SUMMARY = re.compile(
+    r"^(?:=+ )?(\d+ (?:passed|failed|skipped|errors?|deselected).* in [\d.]+s.*?|no tests ran.*?)(?: =+)?\s*$")
+
+
+def test(stack: str) -> Tuple[str, str]:
+    """Returns (PASS|FAIL|SKIP, detail)."""
+    start = time.time()
+    try:
+        setup(stack)
+    except Skip as exc:
+        if STACKS[stack].get("required"):
+            return "FAIL", f"could not install the required default stack: {exc}"
+        return "SKIP", str(exc).splitlines()[0] + (
+            "\n" + "\n".join("    " + l for l in str(exc).splitlines()[1:]) if "\n" in str(exc) else "")
+    os.makedirs(LOGS, exist_ok=True)
+    logfile = os.path.join(LOGS, f"{stack}.log")
+    cmd = [python_of(stack), "-m", "pytest", "tests", "-p", "no:cacheprovider", "-q", "-ra",
+           "--durations=5"]
+    log(f"{stack}: {' '.join(cmd[1:])}")
+    summary = ""
+    with open(logfile, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=stack_env(stack), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            sys.stdout.write(line)
+            m = _SUMMARY.search(line)
+            if m:
+                summary = m.group(1)
+        code = proc.wait()
+    took = f"{time.time() - start:.0f}s"
+    if code == 0:
+        return "PASS", f"{summary} (stack {took})"
+    if code == 5:
+        return "FAIL", f"pytest collected no tests (exit 5) (stack {took})"
+    return "FAIL", f"pytest exit {code}: {summary} (log: {os.path.relpath(logfile, ROOT)}) (stack {took})"
+
+
+def demo(stack: str) -> int:
+    try:
+        setup(stack)
+    except Skip as exc:
+        print(f"SKIP {stack}: {exc}")
+        return 1
+    env = stack_env(stack)
+    env.pop("TFP_PICKLEFIX_STACK", None)
+    out = os.path.join(LOGS, "demo")
+    os.makedirs(out, exist_ok=True)
+    model = os.path.join(out, "svgp_model.pkl")
+    py = python_of(stack)
+    steps = [
+        ([py, "-m", "tfp_picklefix", "check"], "self-test of the installed stack"),
+        ([py, "examples/svgp_pickle.py", "--out", model], "the seed: train an SVGP, pickle it"),
+        ([py, "examples/svgp_load.py", model], "load it in a process without tfp_picklefix"),
+    ]
+    for cmd, what in steps:
+        log(f"demo ({stack}): {what}: {' '.join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)}")
+        code = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+        if code != 0:
+            log(f"demo step failed (exit {code})")
+            return code
+    log(f"demo on {stack}: all steps passed")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=("test", "setup", "demo", "list"))
+    parser.add_argument("--stacks", default="all",
+                        help="comma-separated stacks, or 'all' (" + ", ".join(STACKS) + ")")
+    parser.add_argument("--stack", default=DEFAULT_STACK, help="stack for demo")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        print("\n".join(STACKS))
+        return 0
+    if args.command == "demo":
+        return demo(args.stack)
+    stacks = list(STACKS) if args.stacks in ("all", "") else args.stacks.split(",")
+    unknown = [s for s in stacks if s not in STACKS]
+    if unknown:
+        parser.error(f"unknown stacks: {unknown}")
+    if args.command == "setup":
+        for stack in stacks:
+            try:
+                setup(stack)
+            except Skip as exc:
+                print(f"SKIP {stack}: {exc}")
+        return 0
+    results = []
+    for stack in stacks:
+        log(f"===== {stack} =====")
+        results.append((stack,) + test(stack))
+    print("\n==================== tfp-picklefix test matrix ====================")
+    for stack, verdict, detail in results:
+        sep = ":" if verdict == "SKIP" else ""
+        print(f"{verdict} {stack}{sep} {detail}")
+    failed = [s for s, v, _ in results if v == "FAIL"]
+    print(f"{len(results) - len(failed)} of {len(results)} stacks without failure"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
