@@ -19,7 +19,7 @@ from ._status import Status, SubstrateStatus
 
 __version__ = "0.1.0"
 __all__ = ["patch", "unpatch", "patched", "status", "is_patched", "get_original",
-           "Status", "SubstrateStatus", "__version__"]
+           "set_cache_mode", "cache_mode", "Status", "SubstrateStatus", "__version__"]
 
 
 def patch() -> Status:
@@ -42,6 +42,20 @@ def patched() -> Iterator[Status]:
     yield patch()
     if not was_active:
         unpatch()
+
+
+def set_cache_mode(mode: str) -> None:
+    """TFP >= 0.12: "fixed" (this package's cache), "upstream" (TFP's own) or "off" (none).
+
+    Takes effect at once for every patched substrate; the default comes from
+    ``TFP_PICKLEFIX_CACHE``. Cached entries are not carried across a switch.
+    """
+    _manager.set_cache_mode(mode)
+
+
+def cache_mode() -> str:
+    """The current global-era cache mode."""
+    return _manager.cache_mode()
 
 
 def status() -> Status:

@@ -32,6 +32,20 @@ SUBSTRATES: Tuple[Substrate, ...] = (
 )
 
 
+# Modules that define further Bijector subclasses with a class-level cache of their
+# own (global era), by substrate module: when one is imported, that substrate is
+# patched again so that the new class gets the same treatment.
+_PREFIXES = {
+    "tensorflow_probability.python.bijectors.bijector": "tensorflow_probability.python",
+    "tensorflow_probability.substrates.numpy.bijectors.bijector": "tensorflow_probability.substrates.numpy",
+    "tensorflow_probability.substrates.jax.bijectors.bijector": "tensorflow_probability.substrates.jax",
+}
+EXTRA_MODULES = {
+    module: (prefix + ".bijectors.ffjord", prefix + ".experimental.bijectors.highway_flow")
+    for module, prefix in _PREFIXES.items()
+}
+
+
 class Detection(NamedTuple):
     era: str
     reason: str  # what was (or was not) recognised, for status() and warnings
@@ -52,7 +66,7 @@ def detect_bijector_class(cls: Any) -> Detection:
     own = vars(cls)
     cache = own.get("_cache")
     if cache is not None and hasattr(cache, "forward") and hasattr(cache, "inverse"):
-        return Detection(GLOBAL, f"class-level {type(cache).__name__} in Bijector._cache")
+        return Detection(GLOBAL, "Bijector._cache is a class-level cache shared by all bijectors")
     names = _init_names(cls)
     if "_setup_cache" in own and "_setup_cache" in names and "_cache" in names:
         return Detection(INSTANCE, "Bijector.__init__ sets self._cache = self._setup_cache()")

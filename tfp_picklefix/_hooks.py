@@ -49,6 +49,10 @@ def _register_wrapt_hooks() -> None:
         for substrate in _detect.SUBSTRATES:
             wrapt.register_post_import_hook(
                 (lambda module, s=substrate: _callback(s, module)), substrate.module)
+            for extra in _detect.EXTRA_MODULES.get(substrate.module, ()):
+                # A later module defining its own class-level cache: patch the substrate again.
+                wrapt.register_post_import_hook(
+                    (lambda _m, s=substrate: _callback(s, sys.modules.get(s.module))), extra)
 
 
 def install(on_import: Callable[[_detect.Substrate, Any], None]) -> None:

@@ -7,17 +7,52 @@ import threading
 import warnings
 from typing import Any, Dict, Iterable, Tuple
 
-from . import _detect, _hooks, _legacy
+from . import _detect, _global, _hooks, _legacy
 from ._record import RECORD
 from ._status import Status, SubstrateStatus
 
 ENV_VAR = "TFP_PICKLEFIX"
+CACHE_ENV_VAR = "TFP_PICKLEFIX_CACHE"
 _OFF_VALUES = ("off", "0", "false", "no", "disabled")
 
 _lock = threading.RLock()
 _active = False
 _reports: Dict[str, SubstrateStatus] = {}
 _warned_unknown: set = set()
+_cache_mode: Any = None  # set from the environment on first use, then by set_cache_mode()
+
+
+def cache_mode() -> str:
+    """The global-era cache mode: "fixed" (default), "upstream" or "off"."""
+    global _cache_mode
+    if _cache_mode is None:
+        value = os.environ.get(CACHE_ENV_VAR, _global.FIXED).strip().lower() or _global.FIXED
+        if value not in _global.MODES:
+            warnings.warn(f"tfp_picklefix: {CACHE_ENV_VAR}={value!r} is not one of "
+                          f"{', '.join(_global.MODES)}; using {_global.FIXED!r}",
+                          RuntimeWarning, stacklevel=3)
+            value = _global.FIXED
+        _cache_mode = value
+    return _cache_mode
+
+
+def set_cache_mode(mode: str) -> None:
+    """Switch the global-era cache at run time; patched substrates are re-patched."""
+    global _cache_mode
+    if mode not in _global.MODES:
+        raise ValueError(f"cache mode must be one of {', '.join(_global.MODES)}, not {mode!r}")
+    with _lock:
+        cache_mode()
+        if mode == _cache_mode:
+            return
+        _cache_mode = mode
+        for group, report in list(_reports.items()):
+            if report.era == _detect.GLOBAL:
+                RECORD.restore(group)
+                module = sys.modules.get(group)
+                if _active and module is not None:
+                    substrate = next(s for s in _detect.SUBSTRATES if s.module == group)
+                    patch_module(substrate, module)
 
 
 def env_disabled() -> bool:
@@ -27,10 +62,6 @@ def env_disabled() -> bool:
 def _apply(owner: Any, name: str, value: Any, group: str) -> None:
     """One replacement; a separate function so that a test can make it fail midway."""
     RECORD.replace(owner, name, value, group)
-
-
-def _labels(steps: Iterable[Tuple[Any, str, Any]]) -> Tuple[str, ...]:
-    return tuple(f"{owner.__name__}.{name}" for owner, name, _ in steps)
 
 
 def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
@@ -51,14 +82,19 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
                     RuntimeWarning, stacklevel=2)
             _reports[group] = report
             return report
-        steps = _legacy.plan(module, detection.era)
-        if not steps:
+        if detection.era == _detect.GLOBAL:
+            steps = _global.plan(module, cache_mode())
+        else:
+            steps = _legacy.plan(module, detection.era)
+        done = [(o, n) for o, n, _ in (e[:3] for e in RECORD.entries(group))]
+        if not steps and not done:
             report = SubstrateStatus(action="nothing to patch", **base)
             _reports[group] = report
             return report
         try:
             for owner, name, value in steps:
-                _apply(owner, name, value, group)
+                if not RECORD.is_patched(owner, name):  # idempotent: keep what is installed
+                    _apply(owner, name, value, group)
         except Exception as exc:  # roll this substrate back fully; others stay patched
             RECORD.restore(group)
             report = SubstrateStatus(action=f"failed: {type(exc).__name__}: {exc}", **base)
@@ -68,14 +104,15 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
                 f"failed and was rolled back: {type(exc).__name__}: {exc}",
                 RuntimeWarning, stacklevel=2)
             return report
-        report = SubstrateStatus(action="patched", patched=_labels(steps), **base)
+        labels = tuple(f"{e.owner.__name__}.{e.name}" for e in RECORD.entries(group))
+        report = SubstrateStatus(action="patched", patched=labels, **base)
         _reports[group] = report
         return report
 
 
 def _on_import(substrate: _detect.Substrate, module: Any) -> None:
     with _lock:
-        if _active:
+        if _active and module is not None:
             patch_module(substrate, module)
 
 
@@ -118,5 +155,5 @@ def status() -> Status:
     with _lock:
         disabled = env_disabled()
         mode = f"off ({ENV_VAR}={os.environ.get(ENV_VAR)})" if disabled else "on"
-        return Status(enabled=not disabled, active=_active, mode=mode,
+        return Status(enabled=not disabled, active=_active, mode=mode, cache_mode=cache_mode(),
                       substrates=tuple(_reports[k] for k in sorted(_reports)))

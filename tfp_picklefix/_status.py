@@ -18,10 +18,12 @@ class Status(NamedTuple):
     enabled: bool           # False when TFP_PICKLEFIX=off
     active: bool            # patching is on (hooks will patch newly imported substrates)
     mode: str               # how the package was asked to run, e.g. "on" or "off (TFP_PICKLEFIX=off)"
+    cache_mode: str         # TFP >= 0.12: "fixed" (this package's cache), "upstream" or "off"
     substrates: Tuple[SubstrateStatus, ...]
 
     def __str__(self) -> str:
-        lines = [f"tfp_picklefix: {'active' if self.active else 'inactive'}; mode: {self.mode}"]
+        lines = [f"tfp_picklefix: {'active' if self.active else 'inactive'}; mode: {self.mode}; "
+                 f"cache mode (TFP >= 0.12): {self.cache_mode}"]
         if not self.substrates:
             lines.append("no TFP substrate imported yet (substrates are patched when imported)")
             return "\n".join(lines)
