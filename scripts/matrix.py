@@ -46,6 +46,12 @@ STACKS: Dict[str, dict] = {
         nodeps=["tensorflow-probability"],
         packages=["numpy", "scipy", "six", "decorator", "gast", "dm-tree"] + TEST_TOOLS,
         shims=["tfp011_numpy_without_tf"]),
+    # TFP's JAX and NumPy substrates need no TensorFlow (and jaxlib must not share a
+    # process with TF 2.21: both bundle MLIR). tfp-nightly: TFP 0.25's JAX substrate
+    # does not run on jax >= 0.5.
+    "jax-nightly": dict(
+        python="host", constraints="jax-nightly.txt",
+        packages=["tfp-nightly", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS),
 }
 DEFAULT_STACK = "modern"
 

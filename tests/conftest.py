@@ -22,6 +22,7 @@ EXPECTED_ERA = {
     "legacy-0.10": _detect.DICT,
     "legacy-0.9": _detect.DICT,
     "numpy-substrate-0.11": _detect.INSTANCE,
+    "jax-nightly": _detect.GLOBAL,
 }
 LEGACY_ERAS = (_detect.DICT, _detect.INSTANCE)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,10 +31,10 @@ _SUBSTRATES: Optional[Dict[str, Any]] = None
 
 
 def substrates() -> Dict[str, Any]:
-    """{"tf"|"numpy": the substrate's tfp-like module} for what this stack has (no JAX here)."""
+    """{"tf"|"numpy"|"jax": the substrate's tfp-like module} for what this stack has."""
     global _SUBSTRATES
     if _SUBSTRATES is None:
-        _SUBSTRATES, _ = _check.load_substrates(want_jax=False)
+        _SUBSTRATES, _ = _check.load_substrates(want_jax=True)
     return _SUBSTRATES
 
 
@@ -95,3 +96,22 @@ def restore_patch_state():
     """Leave the package patched (as at import) whatever a test did."""
     yield
     tfp_picklefix.patch()
+
+
+def make_value(sub: str, value: Any) -> Any:
+    """A fresh tensor/array of ``value`` in substrate ``sub``."""
+    import numpy as np
+
+    if sub == "tf":
+        import tensorflow as tf
+
+        return tf.constant(value, dtype=tf.float32)
+    if sub == "jax":
+        import jax.numpy as jnp
+
+        return jnp.array(value, dtype=jnp.float32)
+    return np.array(value, dtype=np.float32)
+
+
+def global_substrates() -> List[str]:
+    return [s for s in substrates() if era(s) == _detect.GLOBAL]

@@ -160,9 +160,9 @@ class _Edge(object):
     """
 
     __slots__ = ("a_key", "b_key", "a_strong", "a_refs", "b_refs", "b_def", "a_snaps",
-                 "b_snaps", "attrs", "owner", "owner_cls")
+                 "b_snaps", "attrs", "owner", "owner_cls", "bijector")
 
-    def __init__(self, a_key, a_refs, attrs, owner, owner_cls):
+    def __init__(self, a_key, a_refs, attrs, owner, owner_cls, bijector):
         self.a_key = a_key
         self.b_key = None
         self.a_strong = None
@@ -174,6 +174,9 @@ class _Edge(object):
         self.attrs = attrs
         self.owner = owner
         self.owner_cls = owner_cls
+        # Held, as upstream's keys hold it, so that an equal bijector built later
+        # still finds these entries; released with the edge.
+        self.bijector = bijector
 
     def output(self):
         """Side B, if it is still alive (else None)."""
@@ -191,17 +194,29 @@ class _Storage(object):
     """Entries of one cache in one place (the process, or one graph), under one lock."""
 
     def __init__(self):
-        self.lock = threading.RLock()
+        # Not reentrant on purpose: a weakref callback that fires while this thread
+        # holds the lock (GC inside a locked section) must not purge under our feet.
+        self.lock = threading.Lock()
         self.entries = {}      # key -> (edge, is_side_a)
         self.by_owner = {}     # owner serial -> set of keys
         self.pending = collections.deque()  # keys whose tensors died (filled by callbacks)
 
-    # Weakref callbacks run at arbitrary points (GC, other threads): they only enqueue.
+    # Weakref callbacks run at arbitrary points (GC, other threads): they enqueue, and
+    # purge at once only if the lock is free; otherwise the lock holder purges.
     def on_death(self, key):
         pending = self.pending
+        storage_ref = weakref.ref(self)
 
-        def callback(_ref, key=key, pending=pending):
+        def callback(_ref, key=key, pending=pending, storage_ref=storage_ref):
             pending.append(key)
+            storage = storage_ref()
+            if storage is not None and storage.lock.acquire(False):
+                try:
+                    storage.purge()
+                except Exception:  # never raise from a weakref callback
+                    pass
+                finally:
+                    storage.lock.release()
         return callback
 
     def purge(self):
@@ -527,7 +542,8 @@ class PicklefixBijectorCache(object):
                     return found
             storage.drop_edge(edge)  # stale: an id was reused, or an array was mutated
         callback = storage.on_death(key)
-        edge = _Edge(key, [weakref.ref(leaf, callback) for leaf in leaves], {}, rec[2], rec[3])
+        edge = _Edge(key, [weakref.ref(leaf, callback) for leaf in leaves], {}, rec[2], rec[3],
+                     self._bijector)
         edge.a_snaps = _snapshot(leaves)
         storage.add(key, edge, True)
         return edge, True

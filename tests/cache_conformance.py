@@ -1,0 +1,293 @@
+"""Conformance suite for the bijector-cache contract (TFP >= 0.12).
+
+The same expectations run against three implementations:
+- ``upstream``: TFP's own ``cache_util.BijectorCache`` (tfp_picklefix in mode "upstream");
+- ``fixed``: this package's cache (mode "fixed", the default);
+- ``native``: a copy of the installed TFP with ``python -m tfp_picklefix upstream-diff``
+  applied, with tfp_picklefix not imported (``TFP_PICKLEFIX_CONFORMANCE_IMPL=native``).
+
+Contract tests must pass everywhere. Defect tests (``defect`` in the name) show what
+upstream gets wrong: they are expected to fail on ``upstream`` only.
+This module is self-contained (no conftest), so it can run against the patched copy.
+"""
+from __future__ import annotations
+
+import copy
+import gc
+import importlib
+import os
+import pickle
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+NATIVE = os.environ.get("TFP_PICKLEFIX_CONFORMANCE_IMPL") == "native"
+IMPLS = ["native"] if NATIVE else ["upstream", "fixed"]
+_PACKAGES = {
+    "tf": "tensorflow_probability",
+    "numpy": "tensorflow_probability.substrates.numpy",
+    "jax": "tensorflow_probability.substrates.jax",
+}
+_NEEDS = {"tf": "tensorflow", "numpy": "numpy", "jax": "jax"}
+
+
+def _available():
+    import importlib.util
+
+    out = []
+    for sub, dep in _NEEDS.items():
+        if importlib.util.find_spec(dep) is None:
+            continue
+        try:
+            module = importlib.import_module(_PACKAGES[sub])
+            cache = vars(module.bijectors.Bijector).get("_cache")
+        except Exception:
+            continue
+        if cache is not None:  # the global cache era (TFP >= 0.12)
+            out.append(sub)
+    return out
+
+
+SUBSTRATES = _available()
+
+
+def api(sub):
+    return importlib.import_module(_PACKAGES[sub])
+
+
+def value(sub, v):
+    if sub == "tf":
+        import tensorflow as tf
+
+        return tf.constant(v, dtype=tf.float32)
+    if sub == "jax":
+        import jax.numpy as jnp
+
+        return jnp.array(v, dtype=jnp.float32)
+    return np.array(v, dtype=np.float32)
+
+
+def to_np(v):
+    return np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+
+
+def collect():
+    for _ in range(3):
+        gc.collect()
+
+
+@pytest.fixture(params=SUBSTRATES or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no substrate in the global cache era (TFP >= 0.12) here"))])
+def sub(request):
+    return request.param
+
+
+@pytest.fixture(params=IMPLS)
+def impl(request):
+    if request.param == "native":
+        assert "tfp_picklefix" not in sys.modules, "the native run must not import the package"
+        yield "native"
+        return
+    import tfp_picklefix
+
+    before = tfp_picklefix.cache_mode()
+    tfp_picklefix.set_cache_mode(request.param)
+    try:
+        yield request.param
+    finally:
+        tfp_picklefix.set_cache_mode(before)
+
+
+def expect_defect_on_upstream(request, impl, strict=True):
+    if impl == "upstream":
+        request.applymarker(pytest.mark.xfail(strict=strict, reason="a defect of TFP's own cache"))
+
+
+# ---------------------------------------------------------------------------------------
+# The contract
+# ---------------------------------------------------------------------------------------
+
+def test_inverse_of_forward_is_the_input(sub, impl):
+    tfb = api(sub).bijectors
+    for bij in (tfb.Exp(), tfb.Softplus(), tfb.Chain([tfb.Exp(), tfb.Shift(1.0), tfb.Scale(2.0)])):
+        x = value(sub, [0.5, 1.5])
+        y = bij.forward(x)
+        assert bij.inverse(y) is x
+        y2 = value(sub, [2.0, 3.0])
+        x2 = bij.inverse(y2)
+        assert bij.forward(x2) is y2
+        np.testing.assert_allclose(to_np(y), to_np(bij.forward(value(sub, [0.5, 1.5]))), rtol=1e-6)
+
+
+def test_log_det_attributes_are_shared_by_both_directions(sub, impl):
+    tfb = api(sub).bijectors
+    bij = tfb.Exp()
+    x = value(sub, [0.5, 1.5])
+    fldj = bij.forward_log_det_jacobian(x, event_ndims=1)
+    y = bij.forward(x)
+    assert bij._cache.forward_attributes(x) is bij._cache.inverse_attributes(y)
+    ildj = bij.inverse_log_det_jacobian(y, event_ndims=1)
+    np.testing.assert_allclose(to_np(ildj), -to_np(fldj), rtol=1e-6)
+    assert "ildj" in bij._cache.inverse_attributes(y)
+
+
+def _forward_of_fresh_input(bij, sub):
+    x = value(sub, [0.25, 0.75])
+    return weakref.ref(x), bij.forward(x)
+
+
+def test_input_stays_retrievable_while_its_output_lives(sub, impl):
+    bij = api(sub).bijectors.Exp()
+    x_ref, y = _forward_of_fresh_input(bij, sub)
+    collect()
+    assert x_ref() is not None
+    assert bij.inverse(y) is x_ref()
+
+
+def test_both_directions_are_dropped_once_the_output_is_collected(sub, impl):
+    tfb = api(sub).bijectors
+    bij = tfb.Chain([tfb.Exp(), tfb.Shift(1.0)])
+    x_ref, y = _forward_of_fresh_input(bij, sub)
+    y_ref = weakref.ref(y)
+    assert len(bij._cache) >= 1
+    del y
+    collect()
+    assert y_ref() is None and x_ref() is None
+    assert len(bij._cache) == 0
+    assert bij._cache.weak_keys() == []
+    assert bij._cache.items() == []
+
+
+def test_equal_bijectors_share_entries(sub, impl):
+    tfb = api(sub).bijectors
+    x = value(sub, [0.5, 1.5])
+    y = tfb.Shift(1.0).forward(x)
+    assert tfb.Shift(1.0).inverse(y) is x
+    assert tfb.Shift(2.0).inverse(y) is not x
+
+
+def test_structured_inputs(sub, impl):
+    tfb = api(sub).bijectors
+    bij = tfb.JointMap([tfb.Exp(), tfb.Softplus()])
+    x = [value(sub, [0.5]), value(sub, [1.5])]
+    y = bij.forward(x)
+    back = bij.inverse(y)
+    assert all(a is b for a, b in zip(back, x))
+    # A new container of the same tensors is the same key.
+    assert all(a is b for a, b in zip(bij.inverse(list(y)), x))
+
+
+def test_kwargs_are_part_of_the_key(sub, impl):
+    tfb = api(sub).bijectors
+
+    class ShiftBy(tfb.Bijector):  # a user bijector with a conditioning argument
+        def __init__(self):
+            super().__init__(forward_min_event_ndims=0, parameters=dict(locals()), name="shift_by")
+
+        def _forward(self, x, amount=0.0):
+            return x + amount
+
+        def _inverse(self, y, amount=0.0):
+            return y - amount
+
+        def _forward_log_det_jacobian(self, x, amount=0.0):
+            return 0.0 * x
+
+    bij = ShiftBy()
+    x = value(sub, [1.0])
+    y1 = bij.forward(x, amount=1.0)
+    y2 = bij.forward(x, amount=2.0)
+    np.testing.assert_allclose(to_np(y1), [2.0])
+    np.testing.assert_allclose(to_np(y2), [3.0])
+    assert bij.forward(x, amount=1.0) is y1
+    assert bij.inverse(y2, amount=2.0) is x
+    assert bij.inverse(y2, amount=1.0) is not x
+
+
+def test_cache_api_used_by_other_code(sub, impl):
+    tfb = api(sub).bijectors
+    collect()
+    bij = tfb.Shift(7.25)  # a parameterization no other test uses: entries are its own
+    cache = bij._cache  # __get__ binds it
+    assert cache.bijector is bij
+    x = value(sub, [0.5])
+    y = bij.forward(x)
+    assert len(cache) == 1
+    assert len(cache.weak_keys(direction="forward")) == 1
+    assert len(cache.weak_keys(direction="inverse")) == 1
+    assert len(cache.items()) == 2
+    assert cache.storage is not None
+    with pytest.raises(ValueError):
+        cache.weak_keys(direction="sideways")
+    cache.clear()  # what gpflow.utilities.reset_cache_bijectors calls
+    assert len(bij._cache) == 0
+    assert bij.inverse(y) is not x  # recomputed
+    np.testing.assert_allclose(to_np(bij.inverse(y)), to_np(x), rtol=1e-6)
+
+
+def test_copies_do_not_copy_entries(sub, impl):
+    tfb = api(sub).bijectors
+    bij = tfb.Chain([tfb.Exp(), tfb.Scale(2.0)])
+    x = value(sub, [0.5, 1.5])
+    y = bij.forward(x)
+    before = len(tfb.Bijector._cache.items())
+    clone = copy.deepcopy(bij)
+    loaded = pickle.loads(pickle.dumps(bij))
+    assert len(tfb.Bijector._cache.items()) == before
+    np.testing.assert_allclose(to_np(clone.forward(x)), to_np(y), rtol=1e-6)
+    np.testing.assert_allclose(to_np(loaded.forward(x)), to_np(y), rtol=1e-6)
+    assert bij.inverse(y) is x
+
+
+# ---------------------------------------------------------------------------------------
+# Defects of the upstream cache (expected to fail there)
+# ---------------------------------------------------------------------------------------
+
+def test_defect_numpy_inputs_keep_writeable(request, impl):
+    expect_defect_on_upstream(request, impl)
+    if "numpy" not in SUBSTRATES:
+        pytest.skip("no NumPy substrate here")
+    tfb = api("numpy").bijectors
+    bij = tfb.Exp()
+    a = np.array([1.0, 2.0])
+    y = bij.forward(a)
+    assert a.flags.writeable, "the caller's array was made read-only"
+    assert bij.inverse(y) is a
+    a[0] = 3.0  # the caller may change its own array ...
+    np.testing.assert_allclose(bij.forward(a), np.exp([3.0, 2.0]))  # ... and gets no stale result
+
+
+def test_defect_unbound_clear_empties_the_cache(request, sub, impl):
+    expect_defect_on_upstream(request, impl)
+    tfb = api(sub).bijectors
+    bijectors = [tfb.Exp(), tfb.Softplus(), tfb.Shift(3.0)]
+    keep = [(b, b.forward(value(sub, [0.5]))) for b in bijectors]
+    assert all(len(b._cache) == 1 for b in bijectors)
+    tfb.Bijector._cache.clear()
+    assert [len(b._cache) for b in bijectors] == [0, 0, 0]
+    del keep
+
+
+def test_defect_bound_clear_spares_other_bijector_objects(request, sub, impl):
+    expect_defect_on_upstream(request, impl)
+    tfb = api(sub).bijectors
+    mine, other = tfb.Exp(), tfb.Exp()  # equal, distinct objects
+    x1, x2 = value(sub, [0.5]), value(sub, [1.5])
+    y1, y2 = mine.forward(x1), other.forward(x2)
+    mine._cache.clear()
+    assert other.inverse(y2) is x2, "clearing one bijector dropped another one's entries"
+    assert mine.inverse(y1) is not x1
+
+
+def test_defect_cache_object_pickles_and_copies_empty(request, sub, impl):
+    expect_defect_on_upstream(request, impl)
+    tfb = api(sub).bijectors
+    bij = tfb.Exp()
+    x = value(sub, [0.5])
+    y = bij.forward(x)
+    for clone in (pickle.loads(pickle.dumps(tfb.Bijector._cache)),
+                  copy.deepcopy(tfb.Bijector._cache), copy.copy(tfb.Bijector._cache)):
+        assert len(clone.items()) == 0
+    assert bij.inverse(y) is x
