@@ -159,14 +159,16 @@ class _Edge(object):
     A is held strongly while B lives (so that B can be mapped back to A); B weakly.
     """
 
-    __slots__ = ("a_key", "b_key", "a_strong", "a_refs", "b_refs", "b_def", "a_snaps",
-                 "b_snaps", "attrs", "owner", "owner_cls", "bijector")
+    __slots__ = ("a_key", "b_key", "a_strong", "a_refs", "a_def", "a_held", "b_refs", "b_def",
+                 "a_snaps", "b_snaps", "attrs", "owner", "owner_cls", "bijector")
 
     def __init__(self, a_key, a_refs, attrs, owner, owner_cls, bijector):
         self.a_key = a_key
         self.b_key = None
         self.a_strong = None
         self.a_refs = a_refs
+        self.a_def = None
+        self.a_held = ()       # ids counted in the storage's ``held`` while a_strong is set
         self.b_refs = None
         self.b_def = None
         self.a_snaps = None
@@ -177,6 +179,16 @@ class _Edge(object):
         # Held, as upstream's keys hold it, so that an equal bijector built later
         # still finds these entries; released with the edge.
         self.bijector = bijector
+
+    def input(self):
+        """Side A, if it is still alive (else None)."""
+        if self.a_strong is not None:
+            return self.a_strong
+        leaves = [r() for r in self.a_refs]
+        for leaf in leaves:
+            if leaf is None:
+                return None
+        return _unflatten(self.a_def, leaves)
 
     def output(self):
         """Side B, if it is still alive (else None)."""
@@ -200,6 +212,7 @@ class _Storage(object):
         self.entries = {}      # key -> (edge, is_side_a)
         self.by_owner = {}     # owner serial -> set of keys
         self.pending = collections.deque()  # keys whose tensors died (filled by callbacks)
+        self.held = {}         # id(leaf) -> how many edges hold that leaf strongly
 
     # Weakref callbacks run at arbitrary points (GC, other threads): they enqueue, and
     # purge at once only if the lock is free; otherwise the lock holder purges.
@@ -237,9 +250,37 @@ class _Storage(object):
             self._remove_key(key, edge)
             if not is_a:
                 # Output gone: release the input (its own death will drop side A).
-                edge.a_strong = None
+                self.release(edge)
                 edge.b_refs = None
                 edge.b_key = None
+
+    def hold(self, edge, value, leaves):
+        """Keep side A alive (while side B lives), unless that would close a cycle.
+
+        When every output leaf is itself kept alive by this storage (e.g. an inverse
+        that returned an input cached by other edges), holding the input as well could
+        make the edges keep each other alive for good: then side A stays weak.
+        """
+        held = self.held
+        out_leaves = [r() for r in edge.b_refs]
+        if out_leaves and all(id(leaf) in held for leaf in out_leaves if leaf is not None):
+            return
+        edge.a_strong = value
+        ids = tuple(id(leaf) for leaf in leaves)
+        for i in ids:
+            held[i] = held.get(i, 0) + 1
+        edge.a_held = ids
+
+    def release(self, edge):
+        held = self.held
+        for i in edge.a_held:
+            n = held.get(i, 0) - 1
+            if n > 0:
+                held[i] = n
+            else:
+                held.pop(i, None)
+        edge.a_held = ()
+        edge.a_strong = None
 
     def _remove_key(self, key, edge):
         del self.entries[key]
@@ -259,7 +300,7 @@ class _Storage(object):
                 found = self.entries.get(key)
                 if found is not None and found[0] is edge:
                     self._remove_key(key, edge)
-        edge.a_strong = None
+        self.release(edge)
 
     def clear_owner(self, serial):
         for key in list(self.by_owner.get(serial, ())):
@@ -276,9 +317,11 @@ class _Storage(object):
     def clear_all(self):
         for edge, _ in list(self.entries.values()):
             edge.a_strong = None
+            edge.a_held = ()
         self.entries.clear()
         self.by_owner.clear()
         self.pending.clear()
+        self.held.clear()
 
 
 class _Tokens(object):
@@ -442,7 +485,7 @@ class PicklefixBijectorCache(object):
                     if any(leaf is None for leaf in leaves):
                         continue
                     value = leaves[0] if len(leaves) == 1 else leaves
-                    out.append((value, edge.output() if is_a else edge.a_strong))
+                    out.append((value, edge.output() if is_a else edge.input()))
         return out
 
     def __len__(self):
@@ -527,14 +570,14 @@ class PicklefixBijectorCache(object):
         kw = _hashable(kwargs) if kwargs else ()
         return (token, fn, tuple(ids), shape, kw), leaves, treedef
 
-    def _edge(self, storage, key, leaves, rec):
+    def _edge(self, storage, key, leaves, rec, treedef=None):
         """The live (edge, is_a) for ``key``, else a new attrs-only edge. Lock held."""
         found = storage.entries.get(key)
         if found is not None:
             edge, is_a = found
             refs = edge.a_refs if is_a else edge.b_refs
             usable = refs is not None and all(r() is leaf for r, leaf in zip(refs, leaves))
-            if usable and not is_a and edge.a_strong is None:
+            if usable and not is_a and edge.input() is None:
                 usable = False
             if usable:
                 snaps = edge.a_snaps if is_a else edge.b_snaps
@@ -544,6 +587,7 @@ class PicklefixBijectorCache(object):
         callback = storage.on_death(key)
         edge = _Edge(key, [weakref.ref(leaf, callback) for leaf in leaves], {}, rec[2], rec[3],
                      self._bijector)
+        edge.a_def = treedef
         edge.a_snaps = _snapshot(leaves)
         storage.add(key, edge, True)
         return edge, True
@@ -569,20 +613,20 @@ class PicklefixBijectorCache(object):
         made = self._key(rec[1], fn, value, kwargs)
         if made is None:  # not weakly referenceable: compute, as if uncached
             return self._invoke(value, fn, kwargs, {})
-        key, leaves, _ = made
+        key, leaves, treedef = made
         storage = self._storage_for(leaves)
         with storage.lock:
             if storage.pending:
                 storage.purge()
-            edge, is_a = self._edge(storage, key, leaves, rec)
+            edge, is_a = self._edge(storage, key, leaves, rec, treedef)
             if not is_a:
-                return edge.a_strong
+                return edge.input()
             out = edge.output()
             if out is not None:
                 if edge.b_snaps is None or _unchanged(_flatten(out)[0], edge.b_snaps):
                     return out
                 storage.drop_edge(edge)  # the cached output was mutated in place
-                edge, is_a = self._edge(storage, key, leaves, rec)
+                edge, is_a = self._edge(storage, key, leaves, rec, treedef)
             attrs = edge.attrs
         # Compute outside the lock: other threads (and nested bijectors) keep going.
         output = self._invoke(value, fn, kwargs, attrs)
@@ -614,7 +658,7 @@ class PicklefixBijectorCache(object):
             edge.b_def = out_def
             edge.b_key = out_key
             edge.b_snaps = _snapshot(out_leaves)
-            edge.a_strong = value
+            storage.hold(edge, value, leaves)
             old = storage.entries.get(out_key)
             if old is not None and old[0] is not edge:
                 storage.drop_edge(old[0])
