@@ -36,7 +36,7 @@ import itertools
 import threading
 import weakref
 
-_STORAGE_ATTR = "_tfp_picklefix_cache_storage"
+_STORAGE_ATTR = "_tfp_bijector_cache_storage"
 _KIND_EAGER, _KIND_GRAPH, _KIND_NOREF = 0, 1, 2
 _kinds = {}  # type -> kind, probed once per type
 _kinds_lock = threading.Lock()
@@ -419,6 +419,12 @@ class PicklefixBijectorCache(object):
         self._defining_class = None  # the class whose _cache this is (set on install)
 
     # -- descriptor protocol ------------------------------------------------------------
+    def __set_name__(self, owner, name):
+        # ``_cache = BijectorCache()`` in a class body: remember the defining class,
+        # whose unbound ``clear()`` empties the whole cache.
+        if self._defining_class is None:
+            self._defining_class = owner
+
     def __get__(self, bijector, bijector_class=None):
         bound = object.__new__(type(self))
         bound._s = self._s
