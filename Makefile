@@ -16,3 +16,15 @@ setup:
 
 clean:
 	rm -rf .venvs .matrix build *.egg-info
+
+# Benchmarks (A/B in fresh processes): results go to benchmarks/results/<machine-tag>/.
+BENCH_PYTHON ?= .venvs/modern/bin/python
+bench:
+	$(PYTHON) scripts/matrix.py setup --stacks modern
+	$(BENCH_PYTHON) -m pip install -q matplotlib
+	$(BENCH_PYTHON) -m benchmarks
+
+bench-quick:
+	$(PYTHON) scripts/matrix.py setup --stacks modern
+	$(BENCH_PYTHON) -m pip install -q matplotlib
+	$(BENCH_PYTHON) -m benchmarks --quick

@@ -1,0 +1,1 @@
+"""A/B benchmarks for tfp-picklefix (see benchmarks/README.md)."""
