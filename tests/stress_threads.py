@@ -73,8 +73,14 @@ def main() -> None:
                 results = (y, x2, f, i)
                 local["calls"] += 4
                 local["none"] += sum(r is None for r in results)
-                if y is not None and x2 is not None and not np.allclose(np.asarray(x2), np.asarray(x), rtol=1e-4):
+                # Float32 round trips of near-zero inputs (Softplus) lose relative precision:
+                # an absolute tolerance too, so that only a wrong cache answer counts.
+                if y is not None and x2 is not None and not np.allclose(
+                        np.asarray(x2), np.asarray(x), rtol=1e-4, atol=1e-5):
                     local["wrong"] += 1
+                    if local["wrong"] == 1:
+                        print("wrong:", type(bij).__name__, np.asarray(x), np.asarray(x2),
+                              file=sys.stderr)
             except Exception as exc:  # counted, not raised: the run reports them all
                 if not local_err[type(exc).__name__]:
                     import traceback
