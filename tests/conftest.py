@@ -115,3 +115,11 @@ def make_value(sub: str, value: Any) -> Any:
 
 def global_substrates() -> List[str]:
     return [s for s in substrates() if era(s) == _detect.GLOBAL]
+
+
+def import_substrates_code() -> str:
+    """Source that imports this stack's substrates (modern TFP loads lazily: touch Bijector)."""
+    packages = [substrates()[s].__name__ for s in substrates()]
+    return ("import importlib, json, sys\n"
+            f"for p in {packages!r}:\n"
+            "    importlib.import_module(p).bijectors.Bijector\n")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import bijector_module, run_python, substrates
+from conftest import import_substrates_code, bijector_module, run_python, substrates
 
 HOT = ("forward", "inverse", "forward_log_det_jacobian", "inverse_log_det_jacobian",
        "_call_forward", "_call_inverse", "_call_forward_log_det_jacobian",
@@ -16,11 +16,7 @@ def test_forward_and_inverse_are_the_original_objects():
     if not substrates():
         pytest.skip("no TFP substrate on this stack")
     modules = [bijector_module(s).__name__ for s in substrates()]
-    packages = [substrates()[s].__name__ for s in substrates()]
-    code = f"""
-import importlib, json, sys
-for p in {packages!r}:
-    importlib.import_module(p).bijectors.Bijector  # modern TFP loads lazily
+    code = import_substrates_code() + f"""
 bases = [sys.modules[m].Bijector for m in {modules!r}]
 before = [{{k: v for k, v in vars(b).items()}} for b in bases]
 import tfp_picklefix

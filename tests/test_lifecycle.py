@@ -12,7 +12,7 @@ import tfp_picklefix
 from tfp_picklefix import _detect, _manager
 from tfp_picklefix._record import RECORD
 
-from conftest import LEGACY_ERAS, bijector_module, era, run_python, substrates
+from conftest import import_substrates_code, LEGACY_ERAS, bijector_module, era, run_python, substrates
 
 
 def _legacy_subs():
@@ -49,11 +49,7 @@ def test_unpatch_restores_every_attribute_identity_equal():
     if not substrates():
         pytest.skip("no TFP substrate on this stack")
     modules = [bijector_module(s).__name__ for s in substrates()]
-    packages = [substrates()[s].__name__ for s in substrates()]
-    code = f"""
-import importlib, json, sys
-for p in {packages!r}:
-    importlib.import_module(p).bijectors.Bijector  # modern TFP loads lazily
+    code = import_substrates_code() + f"""
 def classes():  # every class of every TFP module loaded
     out = {{}}
     for name, mod in list(sys.modules.items()):

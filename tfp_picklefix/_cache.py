@@ -410,6 +410,7 @@ class PicklefixBijectorCache(object):
     """Class-level bijector cache; ``Bijector._cache`` binds it to an instance on access."""
 
     __slots__ = ("_s", "_bijector", "_bijector_class", "_defining_class", "__weakref__")
+    _greedy = False
 
     def __init__(self, forward_name="_forward", inverse_name="_inverse", bijector=None,
                  bijector_class=None, storage=None):
@@ -675,9 +676,10 @@ class PicklefixBijectorCache(object):
         return getattr(self._bijector, fn)(value, **kwargs)
 
 
-class PicklefixBijectorCacheWithGreedyAttrs(PicklefixBijectorCache):
+class _GreedyAttrs(object):
     """For bijectors whose directed functions return ``(output, attributes)`` (FFJORD)."""
 
+    __slots__ = ()
     _greedy = True
 
     def _invoke(self, value, fn, kwargs, attributes):
@@ -687,8 +689,16 @@ class PicklefixBijectorCacheWithGreedyAttrs(PicklefixBijectorCache):
         return output
 
 
+class PicklefixBijectorCacheWithGreedyAttrs(_GreedyAttrs, PicklefixBijectorCache):
+    """The cache for FFJORD-like bijectors (``BijectorCacheWithGreedyAttrs`` upstream)."""
+
+    __slots__ = ()
+
+
 class NoBijectorCache(PicklefixBijectorCache):
     """``TFP_PICKLEFIX_CACHE=off``: every call computes; attributes are per call."""
+
+    __slots__ = ()
 
     def _lookup(self, value, fn, inv_fn, kwargs):
         if value is None:
@@ -701,14 +711,8 @@ class NoBijectorCache(PicklefixBijectorCache):
         return {}
 
 
-class NoBijectorCacheWithGreedyAttrs(NoBijectorCache):
-    _greedy = True
-
-    def _invoke(self, value, fn, kwargs, attributes):
-        output, greedy_attrs = getattr(self._bijector, fn)(value, **kwargs)
-        if greedy_attrs is not None:
-            attributes.update(greedy_attrs)
-        return output
+class NoBijectorCacheWithGreedyAttrs(_GreedyAttrs, NoBijectorCache):
+    __slots__ = ()
 
 
 _SIMPLE_CONTAINERS = (list, tuple, dict)
