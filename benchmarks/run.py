@@ -263,6 +263,7 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu", action="store_true",
                         help="JAX-substrate GPU cases (sizes up to 1e8); with --allow-cpu, runs them on CPU")
     parser.add_argument("--allow-cpu", action="store_true")
+    parser.add_argument("--out", default=None, help="results folder (default: benchmarks/results/<tag>)")
     parser.add_argument("--memory-n", type=int, default=None,
                         help="iterations of the traced-function memory scenarios (0: skip)")
     args = parser.parse_args(argv)
@@ -283,7 +284,7 @@ def main(argv=None) -> int:
     repeats = args.repeats or (2 if args.quick else 4)
     tag = args.tag or (("gpu-" if args.gpu else "cpu-") + f"{os.cpu_count()}core-{platform.machine()}"
                        + ("-legacy" if info["legacy"] else ""))
-    outdir = os.path.join(ROOT, "benchmarks", "results", tag)
+    outdir = args.out or os.path.join(ROOT, "benchmarks", "results", tag)
     start = time.time()
     with tempfile.TemporaryDirectory() as work:
         cases_file = os.path.join(work, "cases.json")

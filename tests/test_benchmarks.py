@@ -1,0 +1,30 @@
+"""The benchmark runner's GPU path, exercised on the CPU (--gpu --allow-cpu), end to end.
+
+Checks the runner works (fresh processes per variant, ratios, files written), not
+performance: timings are never asserted in tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import run_script, substrates
+
+
+def test_gpu_case_list_runs_on_cpu(tmp_path):
+    if "jax" not in substrates():
+        pytest.skip("needs TFP's JAX substrate (the jax-nightly stack)")
+    out = tmp_path / "bench"
+    result = run_script(["-m", "benchmarks", "--gpu", "--allow-cpu", "--quick", "--repeats", "1",
+                         "--out", str(out)], timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        data = json.load(f)
+    rows = data["rows"]
+    assert rows and all(r["case"]["substrate"] == "jax" for r in rows)
+    assert {r["case"]["exec"] for r in rows} == {"eager", "jit"}
+    assert not [r for r in rows if r["errors"]], [r["errors"] for r in rows if r["errors"]][:3]
+    assert all({"fixed", "upstream", "off"} <= set(r["ratio"]) for r in rows)
+    assert os.path.exists(out / "results.md")
