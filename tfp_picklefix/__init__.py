@@ -19,7 +19,8 @@ from ._status import Status, SubstrateStatus
 
 __version__ = "0.1.0"
 __all__ = ["patch", "unpatch", "patched", "status", "is_patched", "get_original",
-           "set_cache_mode", "cache_mode", "Status", "SubstrateStatus", "__version__"]
+           "set_cache_mode", "cache_mode", "diagnose", "Status", "SubstrateStatus",
+           "__version__"]
 
 
 def patch() -> Status:
@@ -56,6 +57,16 @@ def set_cache_mode(mode: str) -> None:
 def cache_mode() -> str:
     """The current global-era cache mode."""
     return _manager.cache_mode()
+
+
+def diagnose(obj: Any, name: Any = None) -> Any:
+    """Why ``obj`` would fail to pickle or deep-copy: each reason with its attribute path.
+
+    Returns a ``Diagnosis`` (falsy when both succeed); ``print()`` it for a report.
+    """
+    from ._diagnose import diagnose as _diagnose
+
+    return _diagnose(obj, name)
 
 
 def status() -> Status:
