@@ -67,11 +67,11 @@ def test_unpatched_legacy_cache_is_found(restore_patch_state):
     tfp_picklefix.unpatch()
     X = np.linspace(0, 1, 10)[:, None]
     model = gpflow.models.GPR((X, np.sin(X)), kernel=gpflow.kernels.Matern12())
-    with tf.GradientTape() as tape:
-        loss = model.training_loss()
-    tape.gradient(loss, model.trainable_variables)
+    x = tf.constant([0.5], dtype=tf.float64)
+    y = model.kernel.lengthscales.transform.forward(x)  # x and y alive: the entry stays
     report = tfp_picklefix.diagnose(model, name="model")
     assert any(p.path.startswith("model.kernel") and ("HashableWeakRef" in p.error or "lambda" in p.error)
                for p in report.problems), str(report)
     tfp_picklefix.patch()
     assert not [p for p in tfp_picklefix.diagnose(model).problems if p.operation == "pickle"]
+    del x, y
