@@ -50,19 +50,19 @@ def _children(obj: Any) -> List[Tuple[str, Any]]:
         return [(f"[{k!r}]", v) for k, v in list(obj.items())]
     if isinstance(obj, (list, tuple)):
         return [(f"[{i}]", v) for i, v in enumerate(obj)]
-    try:
-        state = vars(obj)
-    except TypeError:
-        state = None
-    if state is None:
+    state = dict(getattr(obj, "__dict__", None) or {})
+    for klass in type(obj).__mro__:  # __slots__ attributes, as pickle's copyreg reads them
+        for slot in vars(klass).get("__slots__", ()) or ():
+            if isinstance(slot, str) and slot not in ("__dict__", "__weakref__") and \
+                    hasattr(obj, slot):
+                state.setdefault(slot, getattr(obj, slot))
+    if not state:
         try:
             reduced = obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
         except Exception:
             return []
         if isinstance(reduced, tuple) and len(reduced) > 2 and isinstance(reduced[2], dict):
             state = reduced[2]
-        else:
-            return []
     return [(f".{k}", v) for k, v in list(state.items())]
 
 
