@@ -7,7 +7,6 @@ mode wraps every float-valued parameter in a ``tf.Variable``.
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np

@@ -48,7 +48,6 @@ def test_unpatch_restores_every_attribute_identity_equal():
     """In a fresh process: snapshot TFP's classes before the package, patch, unpatch, compare."""
     if not substrates():
         pytest.skip("no TFP substrate on this stack")
-    modules = [bijector_module(s).__name__ for s in substrates()]
     code = import_substrates_code() + f"""
 def classes():  # every class of every TFP module loaded
     out = {{}}

@@ -5,7 +5,7 @@ import copy
 import importlib
 import importlib.util
 import pickle
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 # substrate -> candidate package names of its public API, newest layout first
 _SUBSTRATE_PACKAGES: Dict[str, Tuple[str, ...]] = {

@@ -5,7 +5,7 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any, Dict, Iterable, Tuple
+from typing import Any, Dict
 
 from . import _detect, _global, _hooks, _legacy
 from ._record import RECORD

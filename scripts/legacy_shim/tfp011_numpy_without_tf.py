@@ -9,7 +9,6 @@ files as they are. Installed as a ``.pth`` into the numpy-substrate-0.11 test ve
 """
 import importlib.abc
 import importlib.machinery
-import os
 import sys
 
 _ROOT = "tensorflow_probability"
