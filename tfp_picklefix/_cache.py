@@ -410,7 +410,6 @@ class PicklefixBijectorCache(object):
     """Class-level bijector cache; ``Bijector._cache`` binds it to an instance on access."""
 
     __slots__ = ("_s", "_bijector", "_bijector_class", "_defining_class", "__weakref__")
-    _greedy = False
 
     def __init__(self, forward_name="_forward", inverse_name="_inverse", bijector=None,
                  bijector_class=None, storage=None):
@@ -544,38 +543,43 @@ class PicklefixBijectorCache(object):
             return None, None
         return None, cls
 
-    def _storage_for(self, leaves):
-        for leaf in leaves:
-            if _kind_of(leaf) == _KIND_GRAPH:
-                # Entries for graph tensors live on the graph: they die with it.
-                graph = leaf.graph
-                shared = self._s
-                with shared.lock:
-                    per_graph = getattr(graph, _STORAGE_ATTR, None)
-                    if per_graph is None:
-                        per_graph = weakref.WeakKeyDictionary()
-                        setattr(graph, _STORAGE_ATTR, per_graph)
-                    storage = per_graph.get(shared)
-                    if storage is None:
-                        storage = per_graph[shared] = _Storage()
-                        shared.storages.add(storage)
-                return storage
-        return self._s.eager
+    def _storage_for(self, graph_leaf):
+        """The process-wide storage, or the storage on ``graph_leaf``'s graph."""
+        if graph_leaf is None:
+            return self._s.eager
+        # Entries for graph tensors live on the graph: they die with it.
+        graph = graph_leaf.graph
+        shared = self._s
+        with shared.lock:
+            per_graph = getattr(graph, _STORAGE_ATTR, None)
+            if per_graph is None:
+                per_graph = weakref.WeakKeyDictionary()
+                setattr(graph, _STORAGE_ATTR, per_graph)
+            storage = per_graph.get(shared)
+            if storage is None:
+                storage = per_graph[shared] = _Storage()
+                shared.storages.add(storage)
+        return storage
 
     def _key(self, token, fn, value, kwargs):
-        """(key, leaves, treedef), or None when ``value`` cannot be weakly referenced."""
+        """(key, leaves, treedef, first graph-tensor leaf or None), or None when ``value``
+        cannot be weakly referenced."""
         if type(value) in _SIMPLE_CONTAINERS:
             leaves, treedef = _flatten(value)
             shape = _hashable_def(treedef)
         else:
             leaves, treedef, shape = [value], None, None
         ids = []
+        graph_leaf = None
         for leaf in leaves:
-            if _kind_of(leaf) == _KIND_NOREF:
+            kind = _kind_of(leaf)
+            if kind == _KIND_NOREF:
                 return None
+            if kind == _KIND_GRAPH and graph_leaf is None:
+                graph_leaf = leaf
             ids.append(id(leaf))
         kw = _hashable(kwargs) if kwargs else ()
-        return (token, fn, tuple(ids), shape, kw), leaves, treedef
+        return (token, fn, tuple(ids), shape, kw), leaves, treedef, graph_leaf
 
     def _edge(self, storage, key, leaves, rec, treedef=None):
         """The live (edge, is_a) for ``key``, else a new attrs-only edge. Lock held."""
@@ -606,8 +610,8 @@ class PicklefixBijectorCache(object):
         made = self._key(rec[1], fn, value, kwargs)
         if made is None:
             return {}
-        key, leaves, _ = made
-        storage = self._storage_for(leaves)
+        key, leaves, _, graph_leaf = made
+        storage = self._storage_for(graph_leaf)
         with storage.lock:
             if storage.pending:
                 storage.purge()
@@ -620,8 +624,8 @@ class PicklefixBijectorCache(object):
         made = self._key(rec[1], fn, value, kwargs)
         if made is None:  # not weakly referenceable: compute, as if uncached
             return self._invoke(value, fn, kwargs, {})
-        key, leaves, treedef = made
-        storage = self._storage_for(leaves)
+        key, leaves, treedef, graph_leaf = made
+        storage = self._storage_for(graph_leaf)
         with storage.lock:
             if storage.pending:
                 storage.purge()
@@ -644,7 +648,7 @@ class PicklefixBijectorCache(object):
         if made_out is None:
             return output
         out_key = made_out[0]
-        if storage is self._s.eager and any(_kind_of(l) == _KIND_GRAPH for l in out_leaves):
+        if storage is self._s.eager and made_out[3] is not None:
             return output  # never let process-wide entries point into a graph
         with storage.lock:
             if storage.pending:
@@ -680,7 +684,6 @@ class _GreedyAttrs(object):
     """For bijectors whose directed functions return ``(output, attributes)`` (FFJORD)."""
 
     __slots__ = ()
-    _greedy = True
 
     def _invoke(self, value, fn, kwargs, attributes):
         output, greedy_attrs = getattr(self._bijector, fn)(value, **kwargs)

@@ -20,11 +20,15 @@ _installed = False
 _callback: Any = None
 
 
+def _is_tfp(name: str) -> bool:
+    return name == _ROOT or name.startswith(_ROOT + ".")
+
+
 class _FirstTfpImport:
     """A meta-path finder that finds nothing; it notices TFP's first import."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if fullname == _ROOT or fullname.startswith(_ROOT + "."):
+        if _is_tfp(fullname):
             _register_wrapt_hooks()
         return None
 
@@ -62,7 +66,7 @@ def install(on_import: Callable[[_detect.Substrate, Any], None]) -> None:
         _callback = on_import
         if _installed:
             return
-        if any(name == _ROOT or name.startswith(_ROOT + ".") for name in list(sys.modules)):
+        if any(_is_tfp(name) for name in list(sys.modules)):
             _register_wrapt_hooks()  # TFP (and so wrapt, via TF) is already there
         elif _sentinel not in sys.meta_path:
             sys.meta_path.insert(0, _sentinel)

@@ -86,8 +86,7 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
             steps = _global.plan(module, cache_mode())
         else:
             steps = _legacy.plan(module, detection.era)
-        done = [(o, n) for o, n, _ in (e[:3] for e in RECORD.entries(group))]
-        if not steps and not done:
+        if not steps and not RECORD.entries(group):
             report = SubstrateStatus(action="nothing to patch", **base)
             _reports[group] = report
             return report
