@@ -49,10 +49,11 @@ def test_unpatch_restores_every_attribute_identity_equal():
     if not substrates():
         pytest.skip("no TFP substrate on this stack")
     code = import_substrates_code() + f"""
-def classes():  # every class of every TFP module loaded
+def classes():  # every class of every TFP module loaded, and the modules themselves
     out = {{}}
     for name, mod in list(sys.modules.items()):
         if name.startswith("tensorflow_probability") and mod is not None:
+            out[id(mod)] = mod
             for v in list(vars(mod).values()):
                 if isinstance(v, type) and str(vars(v).get("__module__", "")).startswith("tensorflow_probability"):
                     out[id(v)] = v
@@ -60,6 +61,7 @@ def classes():  # every class of every TFP module loaded
 before = {{id(c): dict(vars(c)) for c in classes()}}
 import tfp_picklefix
 patched = [[e.owner.__name__, e.name] for e in tfp_picklefix._record.RECORD.entries()]
+assert len({{(id(e.owner), e.name) for e in tfp_picklefix._record.RECORD.entries()}}) == len(patched)
 changed_while_patched = sum(
     1 for c in classes() for k in set(before[id(c)]) | set(vars(c))
     if id(c) in before and vars(c).get(k, None) is not before[id(c)].get(k, None))

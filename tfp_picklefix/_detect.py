@@ -40,8 +40,13 @@ _PREFIXES = {
     "tensorflow_probability.substrates.numpy.bijectors.bijector": "tensorflow_probability.substrates.numpy",
     "tensorflow_probability.substrates.jax.bijectors.bijector": "tensorflow_probability.substrates.jax",
 }
+# Also the modules whose classes get the pickling reducers (see ``_reducers.MODULES``;
+# listed here so that importing this module stays free of the reducers' imports).
+_REDUCER_MODULES = ("distributions.distribution", "math.psd_kernels.positive_semidefinite_kernel",
+                    "internal.auto_composite_tensor", "util.deferred_tensor")
 EXTRA_MODULES = {
     module: (prefix + ".bijectors.ffjord", prefix + ".experimental.bijectors.highway_flow")
+    + tuple(f"{prefix}.{name}" for name in _REDUCER_MODULES)
     for module, prefix in _PREFIXES.items()
 }
 

@@ -56,7 +56,15 @@ def _register_wrapt_hooks() -> None:
             for extra in _detect.EXTRA_MODULES.get(substrate.module, ()):
                 # A later module defining its own class-level cache: patch the substrate again.
                 wrapt.register_post_import_hook(
-                    (lambda _m, s=substrate: _callback(s, sys.modules.get(s.module))), extra)
+                    (lambda _m, s=substrate: _extra_imported(s)), extra)
+
+
+def _extra_imported(substrate: _detect.Substrate) -> None:
+    module = sys.modules.get(substrate.module)
+    # Some of these modules are imported while the Bijector module itself is still
+    # running (it imports them): its own hook patches it once it is complete.
+    if module is not None and getattr(module, "Bijector", None) is not None:
+        _callback(substrate, module)
 
 
 def install(on_import: Callable[[_detect.Substrate, Any], None]) -> None:

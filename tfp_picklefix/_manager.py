@@ -7,7 +7,7 @@ import threading
 import warnings
 from typing import Any, Dict
 
-from . import _detect, _global, _hooks, _legacy
+from . import _detect, _global, _hooks, _legacy, _reducers
 from ._record import RECORD
 from ._status import Status, SubstrateStatus
 
@@ -83,7 +83,7 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
             _reports[group] = report
             return report
         if detection.era == _detect.GLOBAL:
-            steps = _global.plan(module, cache_mode())
+            steps = _global.plan(module, cache_mode()) + _reducers.plan(group)
         else:
             steps = _legacy.plan(module, detection.era)
         if not steps and not RECORD.entries(group):
@@ -103,10 +103,19 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
                 f"failed and was rolled back: {type(exc).__name__}: {exc}",
                 RuntimeWarning, stacklevel=2)
             return report
-        labels = tuple(f"{e.owner.__name__}.{e.name}" for e in RECORD.entries(group))
+        labels = _labels(RECORD.entries(group))
         report = SubstrateStatus(action="patched", patched=labels, **base)
         _reports[group] = report
         return report
+
+
+def _labels(entries: Any) -> tuple:
+    """Status labels: one per patched class attribute, one line for re-attached submodules."""
+    labels = [f"{e.owner.__name__}.{e.name}" for e in entries if isinstance(e.owner, type)]
+    submodules = sum(1 for e in entries if not isinstance(e.owner, type))
+    if submodules:
+        labels.append(f"{submodules} submodule attributes (for dill)")
+    return tuple(labels)
 
 
 def _on_import(substrate: _detect.Substrate, module: Any) -> None:

@@ -1,0 +1,296 @@
+"""Reducers for TFP >= 0.12: how bijectors, distributions, kernels and type specs pickle.
+
+Installed as ``__reduce_ex__`` on each substrate's ``Bijector``, ``Distribution`` and
+``PositiveSemidefiniteKernel`` (so every subclass, including ones a later release or
+the user adds, inherits it unless it defines its own), and as ``__reduce__`` on the
+TF substrate's auto-composite and ``DeferredTensor`` type specs. Each fix applies
+only when its cause is present on the object being reduced; otherwise the result is
+exactly what Python's default reduction gives. Pickles never name this package.
+
+F1  Classes whose ``__new__`` dispatches on its arguments (``Invert``,
+    ``TransformedDistribution``, ``Independent``, ``Sample``, the joint
+    distributions, ...): the default ``copyreg.__newobj__(cls)`` calls
+    ``cls.__new__(cls)`` without arguments and fails at load time. They are
+    rebuilt with ``copyreg._reconstructor(cls, object, None)`` (``object.__new__``),
+    which is what the protocols 0 and 1 do, and then get their state as usual.
+F2  Joint distributions keep the distributions of a single model run in a cache
+    keyed by graph id; entries made inside ``tf.function`` hold graph tensors. The
+    state handed out keeps the eager entry (key -1) only.
+F4  Objects whose constructor makes TFP-internal closures (``SoftClip``,
+    ``GaussianProcess``, ``JointDistributionSequential``, ``Inflated``, ...):
+    the standard pickle cannot write those. Such an object is rebuilt by calling
+    its class with its own ``parameters`` (which recreates the closures), and then
+    gets the rest of its state (everything that does not lead to such a closure).
+    This is done only when that loses nothing: the closures' subtrees may hold no
+    variable that the parameters do not also hold.
+F5  dill finds a class by importing its module as an attribute of the parent
+    package; TFP deletes most submodule attributes from its packages
+    (``remove_undocumented``), so dill's defaults write those classes by value, and
+    loading them fails (``NameError: name 'tf' is not defined``). The submodules
+    are attached to their packages again (only where the name is free).
+F3  The type spec of a ``TransformedVariable``/``DeferredTensor`` (and of every
+    auto-composite TFP object) is written through TF's own structure coder
+    (``nested_structure_coder``), because its class is made inside a function and
+    cannot be found by name; upstream's ``__reduce__`` also forgot to return.
+"""
+from __future__ import annotations
+
+import copyreg
+import functools
+import types
+import warnings
+from typing import Any, Dict, List, Set, Tuple
+
+_TFP_PREFIX = "tensorflow_probability"
+_JD_CACHE = "_single_sample_distributions"
+_EAGER_KEY = -1
+
+
+def is_tfp_closure(fn: Any) -> bool:
+    """A function TFP made inside another function: no pickle can find it by name."""
+    return (isinstance(fn, types.FunctionType) and "<locals>" in fn.__qualname__
+            and (fn.__module__ or "").startswith(_TFP_PREFIX))
+
+
+def _is_variable(value: Any) -> bool:
+    return hasattr(value, "assign") and hasattr(value, "trainable") and hasattr(value, "dtype")
+
+
+_LEAVES = (str, bytes, int, float, complex, bool, type(None), type)
+
+
+class _Scan:
+    """What a value leads to: TFP-made closures and variables (by id)."""
+
+    __slots__ = ("closures", "variables", "_seen")
+
+    def __init__(self) -> None:
+        self.closures = 0
+        self.variables: Set[int] = set()
+        self._seen: Set[int] = set()
+
+    def walk(self, value: Any) -> "_Scan":
+        stack = [value]
+        while stack:
+            obj = stack.pop()
+            if isinstance(obj, _LEAVES) or id(obj) in self._seen:
+                continue
+            self._seen.add(id(obj))
+            if _is_variable(obj):
+                self.variables.add(id(obj))
+                continue
+            if isinstance(obj, types.FunctionType):
+                if is_tfp_closure(obj):
+                    self.closures += 1
+                continue
+            if isinstance(obj, functools.partial):
+                stack.append(obj.func)
+                stack.extend(obj.args)
+                stack.extend(obj.keywords.values())
+                continue
+            if isinstance(obj, dict) or (hasattr(obj, "items") and hasattr(obj, "__wrapped__")):
+                for key, item in list(obj.items()):
+                    stack.append(key)
+                    stack.append(item)
+                continue
+            if isinstance(obj, (list, tuple, set, frozenset)) or (
+                    hasattr(obj, "__wrapped__") and hasattr(obj, "__iter__")):
+                try:
+                    stack.extend(list(obj))
+                except TypeError:
+                    pass
+                continue
+            if type(obj).__name__ == "TrackableReference":  # tf.Module's bookkeeping
+                stack.append(getattr(obj, "ref", None))
+                continue
+            module = getattr(type(obj), "__module__", "") or ""
+            if module.startswith(_TFP_PREFIX):
+                attrs = getattr(obj, "__dict__", None)
+                if attrs is not None:
+                    stack.extend(attrs.values())
+        return self
+
+
+def _state_dict(state: Any) -> Tuple[Any, Any]:
+    """Split a default state into (dict part, slots part)."""
+    if isinstance(state, dict):
+        return state, None
+    if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], dict):
+        return state
+    return None, None
+
+
+def _join(attrs: Dict[str, Any], slots: Any) -> Any:
+    return attrs if slots is None else (attrs, slots)
+
+
+def _without_graph_entries(cache: Any) -> Any:
+    """A copy of a joint distribution's per-graph cache with its eager entry only."""
+    import copy
+
+    try:
+        fresh = copy.copy(cache)
+    except Exception:  # an unexpected container: drop the cache (TFP refills it on demand)
+        return {}
+    for key in list(fresh.keys()):
+        if key != _EAGER_KEY:
+            del fresh[key]
+    return fresh
+
+
+_TRACKED_LIST = "_self_unconditional_checkpoint_dependencies"
+_TRACKED_NAMES = "_self_unconditional_dependency_names"
+
+
+def _replace_attribute(attrs: Dict[str, Any], name: str, new: Any) -> Dict[str, Any]:
+    """A copy of ``attrs`` with ``name`` set to ``new``, in tf.Module's bookkeeping too.
+
+    tf.Module records each tracked attribute a second time (its checkpoint
+    dependencies); those records must point at the new value, or the old one
+    would still be written (and a checkpoint would name a different object).
+    """
+    old = attrs[name]
+    attrs = dict(attrs)
+    attrs[name] = new
+    names = attrs.get(_TRACKED_NAMES)
+    if isinstance(names, dict) and names.get(name) is old:
+        names = dict(names)
+        names[name] = new
+        attrs[_TRACKED_NAMES] = names
+    refs = attrs.get(_TRACKED_LIST)
+    if isinstance(refs, list):
+        fresh = []
+        for ref in refs:
+            if getattr(ref, "name", None) == name and getattr(ref, "ref", None) is old:
+                ref = type(ref)(name, new)
+            fresh.append(ref)
+        attrs[_TRACKED_LIST] = fresh
+    return attrs
+
+
+def _rebuild_by_constructor(self: Any, attrs: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+    """(callable, state) rebuilding ``self`` from its parameters, when that loses nothing."""
+    closure_keys = []
+    lost_variables: Set[int] = set()
+    for key, value in attrs.items():
+        scan = _Scan().walk(value)
+        if scan.closures:
+            closure_keys.append(key)
+            lost_variables |= scan.variables
+    if not closure_keys:
+        return None, attrs
+    try:
+        parameters = dict(self.parameters)
+    except Exception:
+        return None, attrs
+    from_parameters = _Scan().walk(parameters)
+    if from_parameters.closures or not lost_variables <= from_parameters.variables:
+        return None, attrs  # TFP-made closures were handed in, or state would be lost
+    rest = {k: v for k, v in attrs.items() if k not in closure_keys}
+    return functools.partial(type(self), **parameters), rest
+
+
+def reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for TFP's Bijector, Distribution and PSD kernel classes."""
+    reduced = object.__reduce_ex__(self, protocol)
+    if not isinstance(reduced, tuple) or len(reduced) < 3:
+        return reduced
+    func, args, state = reduced[0], reduced[1], reduced[2]
+    tail = tuple(reduced[3:])
+    attrs, slots = _state_dict(state)
+    if attrs is not None and _JD_CACHE in attrs:  # F2
+        attrs = _replace_attribute(attrs, _JD_CACHE, _without_graph_entries(attrs[_JD_CACHE]))
+        state = _join(attrs, slots)
+    if attrs is not None:  # F4
+        constructor, rest = _rebuild_by_constructor(self, attrs)
+        if constructor is not None:
+            return (constructor, (), _join(rest, slots)) + tail
+    cls = type(self)
+    if func is copyreg.__newobj__ and tuple(args) == (cls,) and cls.__new__ is not object.__new__:
+        func, args = copyreg._reconstructor, (cls, object, None)  # F1
+    return (func, args, state) + tail
+
+
+def type_spec_reduce(self: Any) -> Tuple[Any, Tuple[Any]]:
+    """``__reduce__`` for TFP's type specs: through TF's structure coder (F3)."""
+    if getattr(self, "_transform_is_composite", True) is False:
+        raise ValueError(
+            "Cannot serialize object with callable parameters that are not "
+            f"`CompositeTensor`s: {self.transform_or_spec}.")
+    from tensorflow.python.saved_model import nested_structure_coder
+
+    with warnings.catch_warnings():
+        # "loading this StructuredValue will require that this type be imported and
+        # registered": true, and TFP registers it when imported.
+        warnings.simplefilter("ignore", UserWarning)
+        proto = nested_structure_coder.encode_structure(self)
+    return nested_structure_coder.decode_proto, (proto,)
+
+
+def _prefix(bijector_module: str) -> str:
+    return bijector_module.rsplit(".bijectors.", 1)[0]
+
+
+# module (relative to the substrate prefix), class name, attribute, replacement
+_TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
+    ("bijectors.bijector", "Bijector", "__reduce_ex__", reduce_ex),
+    ("distributions.distribution", "Distribution", "__reduce_ex__", reduce_ex),
+    ("math.psd_kernels.positive_semidefinite_kernel", "PositiveSemidefiniteKernel",
+     "__reduce_ex__", reduce_ex),
+    ("internal.auto_composite_tensor", "_AutoCompositeTensorTypeSpec", "__reduce__",
+     type_spec_reduce),
+    ("util.deferred_tensor", "_DeferredTensorTransformedVariableSpecBase", "__reduce__",
+     type_spec_reduce),
+)
+
+# Modules whose import re-plans a substrate (a hook each), relative to the prefix.
+MODULES = tuple(dict.fromkeys(target[0] for target in _TARGETS))
+
+
+def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
+    """The reducers to install for the substrate of ``bijector_module``, by feature.
+
+    Only modules already imported are looked at (a hook re-plans when another one
+    is); a class is patched only if it exists there and has not defined the
+    attribute in a way this package does not expect (its own ``__reduce_ex__``).
+    """
+    import sys
+
+    prefix = _prefix(bijector_module)
+    steps = []
+    for relative, class_name, attribute, replacement in _TARGETS:
+        module = sys.modules.get(f"{prefix}.{relative}")
+        cls = getattr(module, class_name, None) if module is not None else None
+        if not isinstance(cls, type):
+            continue
+        if attribute == "__reduce__" and not _is_tf_type_spec(cls):
+            continue  # JAX/NumPy substrates: no TypeSpec machinery
+        own = vars(cls).get(attribute)
+        if own is not None and own is not replacement and attribute == "__reduce_ex__":
+            continue  # TFP defines its own reduction now: leave it alone
+        steps.append((cls, attribute, replacement))
+    steps.extend(_detached_submodules(prefix))  # F5
+    return steps
+
+
+def _detached_submodules(prefix: str) -> List[Tuple[Any, str, Any]]:
+    """(package, name, submodule) for each imported submodule its package lost."""
+    import sys
+
+    steps = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(prefix + "."):
+            continue
+        parent_name, _, child = name.rpartition(".")
+        parent = sys.modules.get(parent_name)
+        if parent is not None and child not in vars(parent):
+            steps.append((parent, child, module))
+    return steps
+
+
+def _is_tf_type_spec(cls: type) -> bool:
+    for klass in cls.__mro__:
+        if klass.__name__ == "TypeSpec" and klass.__module__.startswith("tensorflow."):
+            return True
+    # _DeferredTensorTransformedVariableSpecBase is a mixin: look at its subclasses.
+    return any(_is_tf_type_spec(sub) for sub in cls.__subclasses__())
