@@ -43,7 +43,8 @@ _PREFIXES = {
 # Also the modules whose classes get the pickling reducers (see ``_reducers.MODULES``;
 # listed here so that importing this module stays free of the reducers' imports).
 _REDUCER_MODULES = ("distributions.distribution", "math.psd_kernels.positive_semidefinite_kernel",
-                    "internal.auto_composite_tensor", "util.deferred_tensor")
+                    "internal.auto_composite_tensor", "util.deferred_tensor",
+                    "internal.reparameterization")
 EXTRA_MODULES = {
     module: (prefix + ".bijectors.ffjord", prefix + ".experimental.bijectors.highway_flow")
     + tuple(f"{prefix}.{name}" for name in _REDUCER_MODULES)

@@ -111,7 +111,11 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
 
 def _labels(entries: Any) -> tuple:
     """Status labels: one per patched class attribute, one line for re-attached submodules."""
-    labels = [f"{e.owner.__name__}.{e.name}" for e in entries if isinstance(e.owner, type)]
+    labels = [f"{e.owner.__name__}.{e.name}" for e in entries
+              if isinstance(e.owner, type) and e.name != "__module__"]
+    renamed = sum(1 for e in entries if isinstance(e.owner, type) and e.name == "__module__")
+    if renamed:
+        labels.append(f"{renamed} factory-made classes' __module__")
     submodules = sum(1 for e in entries if not isinstance(e.owner, type))
     if submodules:
         labels.append(f"{submodules} submodule attributes (for dill)")

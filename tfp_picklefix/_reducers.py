@@ -14,8 +14,10 @@ F1  Classes whose ``__new__`` dispatches on its arguments (``Invert``,
     rebuilt with ``copyreg._reconstructor(cls, object, None)`` (``object.__new__``),
     which is what the protocols 0 and 1 do, and then get their state as usual.
 F2  Joint distributions keep the distributions of a single model run in a cache
-    keyed by graph id; entries made inside ``tf.function`` hold graph tensors. The
-    state handed out keeps the eager entry (key -1) only.
+    keyed by graph id; entries made inside ``tf.function`` hold graph tensors (and
+    in JAX the "eager" entry can hold tracers). The state handed out has it empty.
+F1b Classes made by factories (``tfd.ZeroInflatedNegativeBinomial``) say they live
+    in module ``abc``; their ``__module__`` is set to the TFP module that holds them.
 F4  Objects whose constructor makes TFP-internal closures (``SoftClip``,
     ``GaussianProcess``, ``JointDistributionSequential``, ``Inflated``, ...):
     the standard pickle cannot write those. Such an object is rebuilt by calling
@@ -28,6 +30,10 @@ F5  dill finds a class by importing its module as an attribute of the parent
     (``remove_undocumented``), so dill's defaults write those classes by value, and
     loading them fails (``NameError: name 'tf' is not defined``). The submodules
     are attached to their packages again (only where the name is free).
+F6  ``ReparameterizationType`` constants compare by identity; they pickle and copy
+    by name, as the constants they are.
+F7  The JAX/NumPy substrates' ``tf.Variable`` stand-in (a ``wrapt.ObjectProxy``)
+    refuses pickling and copying; it is rebuilt from its value, trainability, name.
 F3  The type spec of a ``TransformedVariable``/``DeferredTensor`` (and of every
     auto-composite TFP object) is written through TF's own structure coder
     (``nested_structure_coder``), because its class is made inside a function and
@@ -41,15 +47,30 @@ import types
 import warnings
 from typing import Any, Dict, List, Set, Tuple
 
+try:
+    from operator import call as _CALL  # Python >= 3.11
+except ImportError:  # pragma: no cover - older Pythons: partial.__call__ pickles by name
+    _CALL = functools.partial.__call__
+
 _TFP_PREFIX = "tensorflow_probability"
+_TF_PREFIX = "tensorflow_probability.python"
 _JD_CACHE = "_single_sample_distributions"
-_EAGER_KEY = -1
 
 
 def is_tfp_closure(fn: Any) -> bool:
-    """A function TFP made inside another function: no pickle can find it by name."""
-    return (isinstance(fn, types.FunctionType) and "<locals>" in fn.__qualname__
-            and (fn.__module__ or "").startswith(_TFP_PREFIX))
+    """A function TFP (or TF) made that no pickle can find by name (a closure, a lambda,
+    an op that TF's dispatch wrapped after it was defined)."""
+    if not isinstance(fn, types.FunctionType) or not (fn.__module__ or "").startswith(
+            (_TFP_PREFIX, "tensorflow.")):  # TF's dispatch-wrapped ops, held by the NumPy substrate
+        return False
+    if "<locals>" in fn.__qualname__:
+        return True
+    import sys
+
+    found: Any = sys.modules.get(fn.__module__)
+    for part in fn.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is not fn
 
 
 def _is_variable(value: Any) -> bool:
@@ -125,16 +146,19 @@ def _join(attrs: Dict[str, Any], slots: Any) -> Any:
 
 
 def _without_graph_entries(cache: Any) -> Any:
-    """A copy of a joint distribution's per-graph cache with its eager entry only."""
+    """An empty copy of a joint distribution's per-graph cache (TFP refills it on use).
+
+    Even the "eager" entry (key -1) can hold values of a trace: the JAX substrate is
+    "eager" inside ``jax.jit`` and keeps tracers there.
+    """
     import copy
 
     try:
         fresh = copy.copy(cache)
-    except Exception:  # an unexpected container: drop the cache (TFP refills it on demand)
+    except Exception:  # an unexpected container
         return {}
     for key in list(fresh.keys()):
-        if key != _EAGER_KEY:
-            del fresh[key]
+        del fresh[key]
     return fresh
 
 
@@ -183,11 +207,61 @@ def _rebuild_by_constructor(self: Any, attrs: Dict[str, Any]) -> Tuple[Any, Dict
         parameters = dict(self.parameters)
     except Exception:
         return None, attrs
-    from_parameters = _Scan().walk(parameters)
+    kwargs = _constructor_kwargs(type(self), parameters)
+    defaults = _defaults(type(self))
+    for key, value in list(kwargs.items()):
+        if key not in defaults or not _Scan().walk(value).closures:
+            continue
+        if defaults[key] is value:
+            del kwargs[key]  # the signature's own default: the constructor gives it again
+        elif defaults[key] is None:
+            # TFP's pattern: ``fn=None`` in the signature, then ``fn = <TFP default>``
+            # before recording ``parameters``; None again makes the same default.
+            kwargs[key] = None
+    from_parameters = _Scan().walk(kwargs)
     if from_parameters.closures or not lost_variables <= from_parameters.variables:
         return None, attrs  # TFP-made closures were handed in, or state would be lost
     rest = {k: v for k, v in attrs.items() if k not in closure_keys}
-    return functools.partial(type(self), **parameters), rest
+    return _rebuild(type(self), kwargs), rest
+
+
+def _defaults(cls: type) -> Dict[str, Any]:
+    import inspect
+
+    try:
+        signature = inspect.signature(cls.__init__)
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in signature.parameters.values()
+            if p.default is not inspect.Parameter.empty}
+
+
+def _constructor_kwargs(cls: type, parameters: Dict[str, Any]) -> Dict[str, Any]:
+    """``parameters`` as keyword arguments of ``cls``: the constructor's own names, and a
+    recorded ``**kwargs`` dict spread out (factory-made classes record their closure's
+    variables too, via ``dict(locals())``: those are not arguments)."""
+    import inspect
+
+    try:
+        signature = inspect.signature(cls.__init__)
+    except (TypeError, ValueError):
+        return parameters
+    named = {p.name for p in signature.parameters.values()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    kwargs = {k: v for k, v in parameters.items() if k in named}
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_KEYWORD and isinstance(parameters.get(param.name), dict):
+            kwargs.update(parameters[param.name])
+    return kwargs
+
+
+def _rebuild(cls: type, kwargs: Dict[str, Any]) -> Tuple[Any, Tuple[Any, ...]]:
+    """(callable, args) that call ``cls(**kwargs)``, with ``kwargs`` among the *args*.
+
+    ``copy.deepcopy`` deep-copies the args of a reduction but not its callable, so
+    the parameters (variables included) must not hide inside a ``partial`` callable.
+    """
+    return _CALL, (functools.partial(cls, **kwargs),)
 
 
 def reduce_ex(self: Any, protocol: int) -> Any:
@@ -204,11 +278,51 @@ def reduce_ex(self: Any, protocol: int) -> Any:
     if attrs is not None:  # F4
         constructor, rest = _rebuild_by_constructor(self, attrs)
         if constructor is not None:
-            return (constructor, (), _join(rest, slots)) + tail
+            return constructor + (_join(rest, slots),) + tail
     cls = type(self)
     if func is copyreg.__newobj__ and tuple(args) == (cls,) and cls.__new__ is not object.__new__:
         func, args = copyreg._reconstructor, (cls, object, None)  # F1
     return (func, args, state) + tail
+
+
+def singleton_reduce(self: Any) -> Any:
+    """``__reduce__`` for ReparameterizationType: its module-level constant, by name.
+
+    TFP compares reparameterization types by identity (``__eq__`` is ``is``); a copy
+    made by pickle or deepcopy would be equal to nothing, so that an unpickled
+    distribution's ``reparameterization_type == tfd.FULLY_REPARAMETERIZED`` was False.
+    """
+    import sys
+
+    module = sys.modules.get(type(self).__module__)
+    for name, value in vars(module).items() if module is not None else ():
+        if value is self:
+            return name
+    return object.__reduce_ex__(self, 2)
+
+
+def _variable_kwargs(self: Any, value: Any) -> Dict[str, Any]:
+    return dict(initial_value=value, trainable=self._self_trainable, name=self._self_name,
+                dtype=getattr(self.__wrapped__, "dtype", None))
+
+
+def variable_reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for the JAX/NumPy substrates' ``tf.Variable`` stand-in.
+
+    It is a ``wrapt.ObjectProxy`` around an array, and proxies refuse to pickle or
+    copy themselves; it is rebuilt from its current value, trainability and name.
+    """
+    return _rebuild(type(self), _variable_kwargs(self, self.__wrapped__))
+
+
+def variable_copy(self: Any) -> Any:
+    return type(self)(**_variable_kwargs(self, self.__wrapped__))
+
+
+def variable_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
+    import copy
+
+    return type(self)(**_variable_kwargs(self, copy.deepcopy(self.__wrapped__, memo)))
 
 
 def type_spec_reduce(self: Any) -> Tuple[Any, Tuple[Any]]:
@@ -241,7 +355,14 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
      type_spec_reduce),
     ("util.deferred_tensor", "_DeferredTensorTransformedVariableSpecBase", "__reduce__",
      type_spec_reduce),
-)
+    ("internal.reparameterization", "ReparameterizationType", "__reduce__", singleton_reduce),
+) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement)
+          for backend in ("numpy", "jax")
+          for attribute, replacement in (("__reduce_ex__", variable_reduce_ex),
+                                         ("__copy__", variable_copy),
+                                         ("__deepcopy__", variable_deepcopy)))
+
+_SHARED = (singleton_reduce, variable_reduce_ex, variable_copy, variable_deepcopy)
 
 # Modules whose import re-plans a substrate (a hook each), relative to the prefix.
 MODULES = tuple(dict.fromkeys(target[0] for target in _TARGETS))
@@ -260,17 +381,48 @@ def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
     steps = []
     for relative, class_name, attribute, replacement in _TARGETS:
         module = sys.modules.get(f"{prefix}.{relative}")
+        if module is None and replacement in _SHARED:
+            # The generated substrates share some internals with the TF one.
+            module = sys.modules.get(f"{_TF_PREFIX}.{relative}")
         cls = getattr(module, class_name, None) if module is not None else None
         if not isinstance(cls, type):
             continue
-        if attribute == "__reduce__" and not _is_tf_type_spec(cls):
+        if replacement is type_spec_reduce and not _is_tf_type_spec(cls):
             continue  # JAX/NumPy substrates: no TypeSpec machinery
         own = vars(cls).get(attribute)
-        if own is not None and own is not replacement and attribute == "__reduce_ex__":
+        if (own is not None and own is not replacement and attribute == "__reduce_ex__"
+                and replacement is reduce_ex):
             continue  # TFP defines its own reduction now: leave it alone
         steps.append((cls, attribute, replacement))
     steps.extend(_detached_submodules(prefix))  # F5
+    steps.extend(_misnamed_classes(prefix))  # F1b
     return steps
+
+
+def _misnamed_classes(prefix: str) -> List[Tuple[Any, str, Any]]:
+    """(class, "__module__", module name) for TFP classes made by factories.
+
+    ``tfd.ZeroInflatedNegativeBinomial`` is made by ``inflated_factory`` with
+    ``__module__ == "abc"``, so no pickle can find it by name, although TFP's
+    module defines it under that very name. Its ``__module__`` is set to the
+    (innermost) TFP module that holds it.
+    """
+    import sys
+
+    found: Dict[int, Tuple[Any, str]] = {}
+    for name, module in sorted(sys.modules.items()):
+        if module is None or not name.startswith(prefix + "."):
+            continue
+        for attr, value in list(vars(module).items()):
+            if not isinstance(value, type) or getattr(value, "__qualname__", None) != attr:
+                continue
+            home = sys.modules.get(getattr(value, "__module__", "") or "")
+            if home is not None and getattr(home, attr, None) is value:
+                continue
+            previous = found.get(id(value))
+            if previous is None or name.count(".") > previous[1].count("."):
+                found[id(value)] = (value, name)
+    return [(cls, "__module__", name) for cls, name in found.values()]
 
 
 def _detached_submodules(prefix: str) -> List[Tuple[Any, str, Any]]:

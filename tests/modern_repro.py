@@ -1,0 +1,155 @@
+"""The shared notes' failures F1-F6, one object each, through every serializer.
+
+    python tests/modern_repro.py SUBSTRATE [dump PATH | load PATH]
+
+Prints one JSON line {case: {serializer: "ok" | error}}: a cell is "ok" when the round
+trip works and the copy computes what the original does. ``dump`` writes the objects
+with the standard pickle; ``load`` (meant for a process without the package) loads
+them and checks their values against freshly built ones.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import sys
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+warnings.simplefilter("ignore")
+
+import numpy as np  # noqa: E402
+
+import coverage_cases as cc  # noqa: E402
+
+SUB = sys.argv[1]
+ns = cc.use(SUB)
+tfd, tfb, psd = ns.tfd, ns.tfb, ns.psd
+if SUB == "jax":
+    import jax
+
+    SEED = jax.random.PRNGKey(7)
+else:
+    SEED = ns.tfp.random.sanitize_seed(7)
+
+
+def used_in_compiled(obj, fn):
+    if SUB == "tf":
+        ns.tf.function(lambda: fn(obj))()
+    elif SUB == "jax":
+        import jax
+
+        jax.jit(lambda: fn(obj))()
+    return obj
+
+
+def dist_values(d):
+    s = d.sample(seed=SEED)
+    return [s, d.log_prob(s), d.reparameterization_type == tfd.FULLY_REPARAMETERIZED]
+
+
+def bij_values(b):
+    x = np.float32(0.3)
+    return [b.forward(x), b.inverse(b.forward(x)), b.forward_log_det_jacobian(x, event_ndims=0)]
+
+
+CASES = {
+    "F1 Invert": (lambda: tfb.Invert(tfb.Exp()), bij_values),
+    "F1 Independent": (lambda: tfd.Independent(tfd.Normal([0.0, 1.0], 1.0), 1), dist_values),
+    "F1 MultivariateNormalDiag": (lambda: tfd.MultivariateNormalDiag([0.0, 1.0], [1.0, 2.0]), dist_values),
+    "F1 TransformedDistribution": (lambda: tfd.TransformedDistribution(tfd.Normal(0.5, 1.0), tfb.Exp()),
+                                   dist_values),
+    "F1b ZeroInflatedNegativeBinomial": (lambda: tfd.ZeroInflatedNegativeBinomial(
+        total_count=5.0, probs=0.3, inflated_loc_probs=0.2), dist_values),
+    "F4 SoftClip": (lambda: tfb.SoftClip(-1.0, 1.0), bij_values),
+    "F4 GaussianProcessRegressionModel": (lambda: tfd.GaussianProcessRegressionModel(
+        psd.ExponentiatedQuadratic(), index_points=[[0.0], [1.0]], observation_index_points=[[0.5]],
+        observations=[1.0], observation_noise_variance=0.1), dist_values),
+    "F6 Normal (reparameterization type)": (lambda: tfd.Normal(0.0, 1.0), dist_values),
+}
+if SUB == "tf":
+    tf = ns.tf
+    CASES["F3 TransformedVariable type spec"] = (
+        lambda: ns.util.TransformedVariable(1.5, tfb.Softplus())._type_spec,
+        lambda spec: [spec == ns.util.TransformedVariable(1.5, tfb.Softplus())._type_spec])
+    CASES["F5 TransformedVariable (dill)"] = (
+        lambda: ns.util.TransformedVariable(1.5, tfb.Softplus()), lambda v: [tf.convert_to_tensor(v)])
+if SUB != "numpy":  # nothing is compiled in the NumPy substrate
+    CASES["F2 JointDistributionCoroutine used compiled"] = (lambda: used_in_compiled(
+        tfd.JointDistributionCoroutine(cc.coroutine_model), dist_values), dist_values)
+if SUB != "tf":  # the JAX/NumPy tf.Variable stand-in
+    CASES["F7 TransformedVariable"] = (lambda: ns.util.TransformedVariable(1.5, tfb.Softplus()),
+                                       lambda v: [ns.tf.convert_to_tensor(v)])
+CASES["F5 GaussianProcess (dill)"] = (lambda: tfd.GaussianProcess(
+    psd.ExponentiatedQuadratic(), index_points=[[0.0], [1.0]], observation_noise_variance=0.1), dist_values)
+
+
+def serializers():
+    import cloudpickle
+    import dill
+
+    return {"pickle": lambda o: pickle.loads(pickle.dumps(o, protocol=4)),
+            "pickle2": lambda o: pickle.loads(pickle.dumps(o, protocol=2)),
+            "copy": copy.copy, "deepcopy": copy.deepcopy,
+            "cloudpickle": lambda o: cloudpickle.loads(cloudpickle.dumps(o)),
+            "dill": lambda o: dill.loads(dill.dumps(o))}
+
+
+def same(a, b):
+    for x, y in zip(a, b):
+        x = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+        y = np.asarray(y.numpy() if hasattr(y, "numpy") else y)
+        if x.dtype.kind in "fc":
+            np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+        else:
+            assert np.array_equal(x, y), (x, y)
+
+
+def main():
+    action = sys.argv[2] if len(sys.argv) > 2 else "roundtrip"
+    if action == "dump":
+        import tfp_picklefix  # noqa: F401
+        objs = {}
+        for name, (build, _) in CASES.items():
+            try:
+                objs[name] = pickle.dumps(build(), protocol=4)
+            except Exception as exc:
+                objs[name] = f"{type(exc).__name__}: {exc}"
+        with open(sys.argv[3], "wb") as f:
+            pickle.dump(objs, f)
+        print(json.dumps({n: "ok" if isinstance(v, bytes) else v for n, v in objs.items()}))
+        return
+    if action == "load":
+        assert "tfp_picklefix" not in sys.modules
+        with open(sys.argv[3], "rb") as f:
+            objs = pickle.load(f)
+        out = {}
+        for name, (build, fn) in CASES.items():
+            try:
+                same(fn(build()), fn(pickle.loads(objs[name])))
+                out[name] = "ok"
+            except Exception as exc:
+                out[name] = f"{type(exc).__name__}: {exc}"[:200]
+        assert "tfp_picklefix" not in sys.modules
+        print(json.dumps(out))
+        return
+    import tfp_picklefix  # noqa: F401  (TFP_PICKLEFIX=off turns it off)
+    out = {}
+    for name, (build, fn) in CASES.items():
+        row = {}
+        for ser, roundtrip in serializers().items():
+            try:
+                obj = build()
+                ref = fn(obj)
+                same(ref, fn(roundtrip(obj)))
+                row[ser] = "ok"
+            except Exception as exc:
+                row[ser] = f"{type(exc).__name__}: {exc}"[:200]
+        out[name] = row
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
