@@ -34,9 +34,14 @@ LEGACY_PACKAGES = ["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOL
 STACKS: Dict[str, dict] = {
     "modern": dict(
         python="host", constraints="modern.txt", required=True,
-        packages=["tensorflow", "tensorflow-probability", "tf-keras", "gpflow"] + TEST_TOOLS,
+        # joblib and dask: the worker-process tests (issue 4).
+        packages=["tensorflow", "tensorflow-probability", "tf-keras", "gpflow"] + TEST_TOOLS
+        + ["joblib", "dask[distributed]"],
         env={"TF_USE_LEGACY_KERAS": "1"}),
-    "legacy-0.11": dict(python="py39", constraints="legacy-0.11.txt", packages=LEGACY_PACKAGES),
+    # joblib for the worker tests: the py39 pip reaches only the local indexes, which
+    # hold no joblib for Python 3.9; the host's pip fetches the pure-Python wheel.
+    "legacy-0.11": dict(python="py39", constraints="legacy-0.11.txt", packages=LEGACY_PACKAGES,
+                        host_wheels=["joblib==1.5.3"]),
     "legacy-0.10": dict(python="py39", constraints="legacy-0.10.txt", packages=LEGACY_PACKAGES,
                         shims=["tfp_legacy_tf_shim"]),
     "legacy-0.9": dict(python="py39", constraints="legacy-0.9.txt", packages=LEGACY_PACKAGES,
@@ -134,6 +139,13 @@ def setup(stack: str) -> None:
                  f"pip install {' '.join(spec['nodeps'])}")
         _run(pip + ["-c", constraints] + spec["packages"], env,
              f"pip install -c constraints/{spec['constraints']}")
+        if spec.get("host_wheels"):
+            wheels = os.path.join(VENVS, f"wheels-{stack}")
+            _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                  "--python-version", "3.9", "-d", wheels] + spec["host_wheels"], env,
+                 f"pip download {' '.join(spec['host_wheels'])}")
+            _run(pip + ["--no-deps", "--no-index", "--find-links", wheels] + spec["host_wheels"],
+                 env, f"pip install {' '.join(spec['host_wheels'])}")
         if spec.get("shims"):
             site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                   env=env, capture_output=True, text=True).stdout.strip()

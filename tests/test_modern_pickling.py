@@ -56,6 +56,9 @@ def test_pickles_load_without_the_package(sub, tmp_path):
     dumped = _run(sub, "dump", path)
     assert set(dumped.values()) == {"ok"}, dumped
     loaded = _run(sub, "load", path, env={"TFP_PICKLEFIX": "off"})
+    case, text = KNOWN.get((STACK, sub), (None, None))
+    if case is not None:
+        assert text in loaded.pop(case)
     assert set(loaded.values()) == {"ok"}, loaded
 
 
@@ -67,3 +70,39 @@ def test_hooked_modules_cover_every_reducer_target():
     hooked = set(_detect._REDUCER_MODULES) | {"bijectors.bijector"}
     targets = {m for m in _reducers.MODULES if not m.startswith("internal.backend.")}
     assert targets <= hooked
+
+
+USER_LAMBDA = """
+import pickle, copy, json, warnings
+warnings.simplefilter("ignore")
+import tfp_picklefix, cloudpickle, dill
+import tensorflow as tf, tensorflow_probability as tfp
+d = tfp.distributions.Normal(0., tfp.util.DeferredTensor(tf.Variable(1.), lambda x: x * 2.))
+try:
+    pickle.dumps(d)
+    error = None
+except Exception as exc:
+    error = f"{type(exc).__name__}: {exc}"
+def value(f):
+    try:
+        return float(f(d).stddev())
+    except Exception as exc:  # dill without the package (F5)
+        return f"{type(exc).__name__}"
+values = [value(f) for f in (lambda o: cloudpickle.loads(cloudpickle.dumps(o)),
+                             lambda o: dill.loads(dill.dumps(o)), copy.deepcopy)]
+print(json.dumps([error, values]))
+"""
+
+
+def test_user_lambda_needs_cloudpickle_and_the_error_names_its_path():
+    if "tf" not in global_substrates():
+        pytest.skip("TF substrate of TFP >= 0.12")
+    result = run_python(USER_LAMBDA)
+    assert result.returncode == 0, result.stderr[-3000:]
+    error, values = json.loads(result.stdout.strip().splitlines()[-1])
+    assert error.startswith("PicklingError: Can't pickle <lambda> (from __main__) at Normal.")
+    assert "._transform_fn" in error
+    assert values == [2.0, 2.0, 2.0]
+    off = run_python(USER_LAMBDA, env={"TFP_PICKLEFIX": "off"})
+    error_off, _ = json.loads(off.stdout.strip().splitlines()[-1])
+    assert "Normal." not in error_off  # without the package the error names no path

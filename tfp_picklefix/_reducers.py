@@ -16,6 +16,8 @@ F1  Classes whose ``__new__`` dispatches on its arguments (``Invert``,
 F2  Joint distributions keep the distributions of a single model run in a cache
     keyed by graph id; entries made inside ``tf.function`` hold graph tensors (and
     in JAX the "eager" entry can hold tracers). The state handed out has it empty.
+User functions: when the standard pickle (not cloudpickle, dill or ``copy``) meets a
+    user lambda or closure inside a TFP object, the error names its attribute path.
 F1b Classes made by factories (``tfd.ZeroInflatedNegativeBinomial``) say they live
     in module ``abc``; their ``__module__`` is set to the TFP module that holds them.
 F4  Objects whose constructor makes TFP-internal closures (``SoftClip``,
@@ -34,6 +36,9 @@ F6  ``ReparameterizationType`` constants compare by identity; they pickle and co
     by name, as the constants they are.
 F7  The JAX/NumPy substrates' ``tf.Variable`` stand-in (a ``wrapt.ObjectProxy``)
     refuses pickling and copying; it is rebuilt from its value, trainability, name.
+F8  TF's ``_DictWrapper`` (a tf.Module's tracked dict) pickles as a plain dict, so a
+    checkpoint could not be restored into an unpickled TFP object; it pickles as
+    itself.
 F3  The type spec of a ``TransformedVariable``/``DeferredTensor`` (and of every
     auto-composite TFP object) is written through TF's own structure coder
     (``nested_structure_coder``), because its class is made inside a function and
@@ -264,6 +269,77 @@ def _rebuild(cls: type, kwargs: Dict[str, Any]) -> Tuple[Any, Tuple[Any, ...]]:
     return _CALL, (functools.partial(cls, **kwargs),)
 
 
+# Picklers that write functions by value (or copy them by reference): no check for them.
+_BY_VALUE_PICKLERS = ("cloudpickle", "dill", "copy", "joblib", "loky", "distributed", "srsly")
+
+
+def _standard_pickle_running() -> bool:
+    """True unless a pickler that copes with lambdas (or ``copy``) is on the stack."""
+    import sys
+
+    frame = sys._getframe(2)
+    depth = 0
+    while frame is not None and depth < 60:
+        name = frame.f_globals.get("__name__", "") or ""
+        if name.split(".", 1)[0] in _BY_VALUE_PICKLERS:
+            return False
+        frame = frame.f_back
+        depth += 1
+    return True
+
+
+def _unpicklable_user_function(fn: Any) -> bool:
+    """A user function that the standard pickle cannot find by name."""
+    if not isinstance(fn, types.FunctionType) or is_tfp_closure(fn):
+        return False
+    import sys
+
+    found: Any = sys.modules.get(fn.__module__ or "")
+    for part in fn.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is not fn
+
+
+def _user_function_path(attrs: Dict[str, Any], root: str) -> Any:
+    """The attribute path of the first user lambda/closure below ``attrs``, or None."""
+    stack = [(f"{root}.{k}", v) for k, v in reversed(list(attrs.items()))]
+    seen: Set[int] = set()
+    while stack:
+        path, obj = stack.pop()
+        if isinstance(obj, _LEAVES) or id(obj) in seen or _is_variable(obj):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, types.FunctionType):
+            if _unpicklable_user_function(obj):
+                return path, obj
+            continue
+        if isinstance(obj, dict):
+            stack.extend((f"{path}[{k!r}]", v) for k, v in reversed(list(obj.items())))
+        elif isinstance(obj, (list, tuple)):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(obj))))
+        elif (getattr(type(obj), "__module__", "") or "").startswith(_TFP_PREFIX):
+            inner = getattr(obj, "__dict__", None)
+            if inner is not None:
+                stack.extend((f"{path}.{k}", v) for k, v in reversed(list(inner.items()))
+                             if not k.startswith("_self_"))
+    return None
+
+
+def _check_user_functions(self: Any, attrs: Dict[str, Any]) -> None:
+    """Name the attribute path of a user lambda the standard pickle is about to fail on."""
+    if not _standard_pickle_running():
+        return
+    found = _user_function_path(attrs, type(self).__name__)
+    if found is not None:
+        import pickle
+
+        path, fn = found
+        raise pickle.PicklingError(
+            f"Can't pickle {fn.__qualname__} (from {fn.__module__}) at {path}: the standard "
+            "pickle writes functions by name, and this one has none it can be found by. "
+            "Define it at module level, or use cloudpickle/dill.")
+
+
 def reduce_ex(self: Any, protocol: int) -> Any:
     """``__reduce_ex__`` for TFP's Bijector, Distribution and PSD kernel classes."""
     reduced = object.__reduce_ex__(self, protocol)
@@ -275,6 +351,8 @@ def reduce_ex(self: Any, protocol: int) -> Any:
     if attrs is not None and _JD_CACHE in attrs:  # F2
         attrs = _replace_attribute(attrs, _JD_CACHE, _without_graph_entries(attrs[_JD_CACHE]))
         state = _join(attrs, slots)
+    if attrs is not None:
+        _check_user_functions(self, attrs)
     if attrs is not None:  # F4
         constructor, rest = _rebuild_by_constructor(self, attrs)
         if constructor is not None:
@@ -325,6 +403,17 @@ def variable_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
     return type(self)(**_variable_kwargs(self, copy.deepcopy(self.__wrapped__, memo)))
 
 
+def dict_wrapper_reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for TF's ``_DictWrapper`` (tf.Module's tracked dicts).
+
+    TF's own returns ``(self.__class__, ...)``, but the wrapper is a ``wrapt`` proxy
+    whose ``__class__`` is ``dict``: an unpickled module then tracks a plain dict,
+    and restoring a checkpoint into it fails (``cannot create weak reference to
+    'dict' object``). TFP distributions track their parameters this way.
+    """
+    return type(self), (self.__wrapped__,)
+
+
 def type_spec_reduce(self: Any) -> Tuple[Any, Tuple[Any]]:
     """``__reduce__`` for TFP's type specs: through TF's structure coder (F3)."""
     if getattr(self, "_transform_is_composite", True) is False:
@@ -362,6 +451,10 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
                                          ("__copy__", variable_copy),
                                          ("__deepcopy__", variable_deepcopy)))
 
+# Absolute: TF classes that TFP objects carry (patched with the TF substrate).
+_TF_TARGETS = (("tensorflow.python.trackable.data_structures", "_DictWrapper", "__reduce_ex__",
+                dict_wrapper_reduce_ex),)
+
 _SHARED = (singleton_reduce, variable_reduce_ex, variable_copy, variable_deepcopy)
 
 # Modules whose import re-plans a substrate (a hook each), relative to the prefix.
@@ -394,6 +487,11 @@ def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
                 and replacement is reduce_ex):
             continue  # TFP defines its own reduction now: leave it alone
         steps.append((cls, attribute, replacement))
+    if prefix == _TF_PREFIX:
+        for module_name, class_name, attribute, replacement in _TF_TARGETS:
+            cls = getattr(sys.modules.get(module_name), class_name, None)
+            if isinstance(cls, type) and "__reduce_ex__" in vars(cls):
+                steps.append((cls, attribute, replacement))
     steps.extend(_detached_submodules(prefix))  # F5
     steps.extend(_misnamed_classes(prefix))  # F1b
     return steps
