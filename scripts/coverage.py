@@ -1,6 +1,7 @@
 """Coverage table: every public TFP class x mode x serializer, round-tripped and checked.
 
     python scripts/coverage.py --substrate tf [--out coverage] [--only tfd.Normal,...]
+    python scripts/coverage.py --summary [coverage]     # the README's table
 
 For each class of tfp.bijectors / distributions / math.psd_kernels / util (found by
 introspection, built by ``tests/coverage_cases.py``), in each mode (``eager``; ``function``:
@@ -309,7 +310,29 @@ def markdown(report: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_table(directory: str) -> str:
+    """One Markdown row per committed table (for the README)."""
+    rows = ["| stack | substrate | TFP | classes built | cells passing | table |",
+            "|---|---|---|---|---|---|"]
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(directory, name)) as f:
+            report = json.load(f)
+        passed, total, _ = summarize(report["classes"])
+        versions = report["versions"]
+        tfp = versions.get("tensorflow-probability") or versions.get("tfp-nightly", "?")
+        built = sum(1 for c in report["classes"].values() if c["built"])
+        rows.append(f"| {report['stack']} | {report['substrate']} | {tfp} | {built} | "
+                    f"{passed}/{total} ({100.0 * passed / max(total, 1):.1f} %) | "
+                    f"[{name[:-5]}.md](coverage/{name[:-5]}.md) |")
+    return "\n".join(rows)
+
+
 def main(argv: List[str]) -> int:
+    if argv[:1] == ["--summary"]:
+        print(summary_table(argv[1] if len(argv) > 1 else os.path.join(ROOT, "coverage")))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--substrate", choices=sorted(MODES), required=True)
     parser.add_argument("--out", default=os.path.join(ROOT, "coverage"))

@@ -62,20 +62,28 @@ _TF_PREFIX = "tensorflow_probability.python"
 _JD_CACHE = "_single_sample_distributions"
 
 
-def is_tfp_closure(fn: Any) -> bool:
-    """A function TFP (or TF) made that no pickle can find by name (a closure, a lambda,
-    an op that TF's dispatch wrapped after it was defined)."""
-    if not isinstance(fn, types.FunctionType) or not (fn.__module__ or "").startswith(
-            (_TFP_PREFIX, "tensorflow.")):  # TF's dispatch-wrapped ops, held by the NumPy substrate
-        return False
-    if "<locals>" in fn.__qualname__:
-        return True
+def _defined_in(fn: Any) -> str:
+    """The module whose code made ``fn`` (``functools.wraps`` rewrites ``__module__``)."""
+    return str(getattr(fn, "__globals__", {}).get("__name__", "") or fn.__module__ or "")
+
+
+def _findable(fn: Any) -> bool:
+    """The standard pickle finds ``fn`` by ``__module__`` and ``__qualname__``."""
     import sys
 
-    found: Any = sys.modules.get(fn.__module__)
+    found: Any = sys.modules.get(fn.__module__ or "")
     for part in fn.__qualname__.split("."):
         found = getattr(found, part, None)
-    return found is not fn
+    return found is fn
+
+
+def is_tfp_closure(fn: Any) -> bool:
+    """A function TFP (or TF) made that no pickle can find by name (a closure, a lambda,
+    a ``functools.wraps`` wrapper, an op that TF's dispatch wrapped after it was defined)."""
+    if not isinstance(fn, types.FunctionType) or not _defined_in(fn).startswith(
+            (_TFP_PREFIX, "tensorflow.")):  # TF's dispatch-wrapped ops, held by the NumPy substrate
+        return False
+    return "<locals>" in fn.__qualname__ or not _findable(fn)
 
 
 def _is_variable(value: Any) -> bool:
@@ -290,14 +298,8 @@ def _standard_pickle_running() -> bool:
 
 def _unpicklable_user_function(fn: Any) -> bool:
     """A user function that the standard pickle cannot find by name."""
-    if not isinstance(fn, types.FunctionType) or is_tfp_closure(fn):
-        return False
-    import sys
-
-    found: Any = sys.modules.get(fn.__module__ or "")
-    for part in fn.__qualname__.split("."):
-        found = getattr(found, part, None)
-    return found is not fn
+    return (isinstance(fn, types.FunctionType) and not is_tfp_closure(fn)
+            and not _findable(fn))
 
 
 def _user_function_path(attrs: Dict[str, Any], root: str) -> Any:
