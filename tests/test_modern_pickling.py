@@ -106,3 +106,32 @@ def test_user_lambda_needs_cloudpickle_and_the_error_names_its_path():
     off = run_python(USER_LAMBDA, env={"TFP_PICKLEFIX": "off"})
     error_off, _ = json.loads(off.stdout.strip().splitlines()[-1])
     assert "Normal." not in error_off  # without the package the error names no path
+
+
+TRACKED_DICT = """
+import os, pickle, sys, tempfile, warnings
+warnings.simplefilter("ignore")
+import tfp_picklefix
+import tensorflow as tf
+import tensorflow_probability as tfp
+tfp.bijectors.Exp  # TFP imported: the TF substrate is patched
+module = tf.Module()
+module.params = {"a": tf.Variable(1.0), "b": tf.Variable(2.0)}  # tracked as a _DictWrapper
+clone = pickle.loads(pickle.dumps(module))
+path = tf.train.Checkpoint(m=module).write(os.path.join(tempfile.mkdtemp(), "ck"))
+try:
+    tf.train.Checkpoint(m=clone).read(path).assert_consumed()
+    print("restored")
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}")
+"""
+
+
+def test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict():
+    """F8: TF's _DictWrapper pickled as a plain dict; restoring into the copy failed."""
+    if "tf" not in global_substrates():
+        pytest.skip("TF substrate of TFP >= 0.12")
+    with_package = run_python(TRACKED_DICT)
+    assert with_package.stdout.strip().splitlines()[-1] == "restored", with_package.stderr[-2000:]
+    without = run_python(TRACKED_DICT, env={"TFP_PICKLEFIX": "off"})
+    assert "cannot create weak reference to 'dict' object" in without.stdout, without.stdout[-500:]
