@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import copyreg
 import functools
+import sys
 import types
 import warnings
 from typing import Any, Dict, List, Set, Tuple
@@ -69,8 +70,6 @@ def _defined_in(fn: Any) -> str:
 
 def _findable(fn: Any) -> bool:
     """The standard pickle finds ``fn`` by ``__module__`` and ``__qualname__``."""
-    import sys
-
     found: Any = sys.modules.get(fn.__module__ or "")
     for part in fn.__qualname__.split("."):
         found = getattr(found, part, None)
@@ -238,31 +237,30 @@ def _rebuild_by_constructor(self: Any, attrs: Dict[str, Any]) -> Tuple[Any, Dict
     return _rebuild(type(self), kwargs), rest
 
 
-def _defaults(cls: type) -> Dict[str, Any]:
-    import inspect
+def _init_parameters(cls: type) -> List[Any]:
+    """The parameters of ``cls.__init__`` after ``self`` ([] when it has no signature)."""
+    import inspect  # not at import time: keeps `import tfp_picklefix` cheap
 
     try:
-        signature = inspect.signature(cls.__init__)
+        return list(inspect.signature(cls.__init__).parameters.values())[1:]
     except (TypeError, ValueError):
-        return {}
-    return {p.name: p.default for p in signature.parameters.values()
-            if p.default is not inspect.Parameter.empty}
+        return []
+
+
+def _defaults(cls: type) -> Dict[str, Any]:
+    return {p.name: p.default for p in _init_parameters(cls) if p.default is not p.empty}
 
 
 def _constructor_kwargs(cls: type, parameters: Dict[str, Any]) -> Dict[str, Any]:
     """``parameters`` as keyword arguments of ``cls``: the constructor's own names, and a
     recorded ``**kwargs`` dict spread out (factory-made classes record their closure's
     variables too, via ``dict(locals())``: those are not arguments)."""
-    import inspect
-
-    try:
-        signature = inspect.signature(cls.__init__)
-    except (TypeError, ValueError):
+    init = _init_parameters(cls)
+    if not init:
         return parameters
-    named = {p.name for p in signature.parameters.values()
-             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    named = {p.name for p in init if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     kwargs = {k: v for k, v in parameters.items() if k in named}
-    for param in signature.parameters.values():
+    for param in init:
         if param.kind is param.VAR_KEYWORD and isinstance(parameters.get(param.name), dict):
             kwargs.update(parameters[param.name])
     return kwargs
@@ -283,8 +281,6 @@ _BY_VALUE_PICKLERS = ("cloudpickle", "dill", "copy", "joblib", "loky", "distribu
 
 def _standard_pickle_running() -> bool:
     """True unless a pickler that copes with lambdas (or ``copy``) is on the stack."""
-    import sys
-
     frame = sys._getframe(2)
     depth = 0
     while frame is not None and depth < 60:
@@ -372,8 +368,6 @@ def singleton_reduce(self: Any) -> Any:
     made by pickle or deepcopy would be equal to nothing, so that an unpickled
     distribution's ``reparameterization_type == tfd.FULLY_REPARAMETERIZED`` was False.
     """
-    import sys
-
     module = sys.modules.get(type(self).__module__)
     for name, value in vars(module).items() if module is not None else ():
         if value is self:
@@ -470,8 +464,6 @@ def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
     is); a class is patched only if it exists there and has not defined the
     attribute in a way this package does not expect (its own ``__reduce_ex__``).
     """
-    import sys
-
     prefix = _prefix(bijector_module)
     steps = []
     for relative, class_name, attribute, replacement in _TARGETS:
@@ -507,8 +499,6 @@ def _misnamed_classes(prefix: str) -> List[Tuple[Any, str, Any]]:
     module defines it under that very name. Its ``__module__`` is set to the
     (innermost) TFP module that holds it.
     """
-    import sys
-
     found: Dict[int, Tuple[Any, str]] = {}
     for name, module in sorted(sys.modules.items()):
         if module is None or not name.startswith(prefix + "."):
@@ -527,8 +517,6 @@ def _misnamed_classes(prefix: str) -> List[Tuple[Any, str, Any]]:
 
 def _detached_submodules(prefix: str) -> List[Tuple[Any, str, Any]]:
     """(package, name, submodule) for each imported submodule its package lost."""
-    import sys
-
     steps = []
     for name, module in list(sys.modules.items()):
         if module is None or not name.startswith(prefix + "."):
