@@ -33,31 +33,47 @@ from __future__ import annotations
 
 import collections
 import itertools
+import sys
 import threading
 import weakref
 
 _STORAGE_ATTR = "_tfp_bijector_cache_storage"
-_KIND_EAGER, _KIND_GRAPH, _KIND_NOREF = 0, 1, 2
-_kinds = {}  # type -> kind, probed once per type
+
+# How the cache treats a value, by type (probed once per type):
+_EAGER = 1    # weakly referenceable, not a graph tensor (TF eager tensor, JAX array)
+_GRAPH = 2    # symbolic TF tensor: entries live on its graph
+_NOREF = 3    # cannot be weakly referenced: computed, never cached
+_NDARRAY = 4  # NumPy array: a writeable one is compared with a snapshot on a hit
+_SCALAR = 5   # Python or NumPy scalar: never cached as an input; an output becomes a 0-d array
+_NEST = 6     # list, tuple or dict (exact types): cached leaf by leaf
+_kinds = {list: _NEST, tuple: _NEST, dict: _NEST, int: _SCALAR, float: _SCALAR, bool: _SCALAR,
+          type(None): _NOREF}
 _kinds_lock = threading.Lock()
 
 
 def _kind_of(value):
-    t = type(value)
-    kind = _kinds.get(t)
-    if kind is None:
+    kind = _kinds.get(type(value))
+    if kind is not None:
+        return kind
+    np = sys.modules.get("numpy")  # only NumPy's own objects can be NumPy objects
+    if isinstance(value, (int, float)) or (np is not None and isinstance(value, np.generic)):
+        kind = _SCALAR
+    else:
         try:
             weakref.ref(value)
         except TypeError:
-            kind = _KIND_NOREF
+            kind = _NOREF
         else:
-            try:
-                graph = value.graph  # symbolic TF tensors have one; eager ones raise
-            except Exception:
-                graph = None
-            kind = _KIND_GRAPH if graph is not None and not callable(graph) else _KIND_EAGER
-        with _kinds_lock:
-            _kinds[t] = kind
+            if np is not None and isinstance(value, np.ndarray):
+                kind = _NDARRAY
+            else:
+                try:
+                    graph = value.graph  # symbolic TF tensors have one; eager ones raise
+                except Exception:
+                    graph = None
+                kind = _GRAPH if graph is not None and not callable(graph) else _EAGER
+    with _kinds_lock:
+        _kinds[type(value)] = kind
     return kind
 
 
@@ -98,6 +114,13 @@ def _unflatten(treedef, leaves):
     return kind(items)
 
 
+def _hashable_def(treedef):
+    if treedef is None:
+        return None
+    kind, keys, defs = treedef
+    return (kind, keys, tuple((n, _hashable_def(d)) for n, d in defs))
+
+
 def _hashable(value):
     """A dict key for a kwargs value: tensors/arrays by identity, the rest by value."""
     if isinstance(value, (list, tuple)):
@@ -113,42 +136,131 @@ def _hashable(value):
     return value
 
 
+def _parts(value):
+    """(leaves, treedef, ids, shape, graph leaf or None) of an input, or None when it
+    cannot be cached (a leaf cannot be weakly referenced). ``ids`` and ``shape`` go
+    into the key; a single tensor is its own leaf (treedef None)."""
+    kind = _kinds.get(type(value))
+    if kind is None:
+        kind = _kind_of(value)
+    if kind == _EAGER or kind == _NDARRAY:
+        return (value,), None, id(value), None, None
+    if kind == _GRAPH:
+        return (value,), None, id(value), None, value
+    if kind != _NEST:
+        return None
+    leaves, treedef = _flatten(value)
+    return _nest_parts(leaves, treedef)
+
+
+def _nest_parts(leaves, treedef):
+    ids = []
+    graph_leaf = None
+    for leaf in leaves:
+        kind = _kinds.get(type(leaf))
+        if kind is None:
+            kind = _kind_of(leaf)
+        if kind == _GRAPH:
+            if graph_leaf is None:
+                graph_leaf = leaf
+        elif kind != _EAGER and kind != _NDARRAY:
+            return None
+        ids.append(id(leaf))
+    return leaves, treedef, tuple(ids), _hashable_def(treedef), graph_leaf
+
+
+def _output_parts(output):
+    """Like :func:`_parts` for a computed output, whose scalars first become 0-d
+    arrays as upstream does (they cannot be weakly referenced): (output, parts...)."""
+    kind = _kinds.get(type(output))
+    if kind is None:
+        kind = _kind_of(output)
+    if kind == _SCALAR:
+        import numpy as np
+
+        output = np.array(output)
+        return output, (output,), None, id(output), None, None
+    if kind == _EAGER or kind == _NDARRAY:
+        return output, (output,), None, id(output), None, None
+    if kind == _GRAPH:
+        return output, (output,), None, id(output), None, output
+    if kind != _NEST:
+        return None
+    leaves, treedef = _flatten(output)
+    leaves = [_containerize(leaf) for leaf in leaves]
+    output = _unflatten(treedef, leaves)
+    parts = _nest_parts(leaves, treedef)
+    return None if parts is None else (output,) + parts
+
+
 def _containerize(value):
-    """Python and NumPy scalars become 0-d arrays, as upstream does (they cannot be weakref'd)."""
-    if isinstance(value, (int, float)) or _is_numpy_scalar(value):
+    """Python and NumPy scalars become 0-d arrays, as upstream does."""
+    kind = _kinds.get(type(value))
+    if kind is None:
+        kind = _kind_of(value)
+    if kind == _SCALAR:
         import numpy as np
 
         return np.array(value)
     return value
 
 
-def _is_numpy_scalar(value):
-    t = type(value)
-    return t.__module__ == "numpy" and t.__name__ != "ndarray" and hasattr(value, "dtype")
-
-
-def _is_ndarray(value):
-    t = type(value)
-    return t.__module__ == "numpy" and t.__name__ == "ndarray"
-
-
 def _snapshot(leaves):
-    """Copies of the writeable NumPy arrays among ``leaves`` (None where nothing to check)."""
+    """What a writeable NumPy array among ``leaves`` holds (None where nothing to check).
+
+    Shape, dtype and bytes: comparing bytes is conservative (a different NaN payload,
+    or -0.0 for 0.0, reads as changed: then the value is recomputed, never stale)."""
     snaps = None
     for i, leaf in enumerate(leaves):
-        if _is_ndarray(leaf) and leaf.flags.writeable:
+        if _kinds.get(type(leaf)) == _NDARRAY and leaf.flags.writeable:
             if snaps is None:
                 snaps = [None] * len(leaves)
-            snaps[i] = leaf.copy()
+            snaps[i] = (leaf.shape, leaf.dtype, leaf.tobytes())
     return snaps
 
 
 def _unchanged(leaves, snaps):
-    import numpy as np
-
     for leaf, snap in zip(leaves, snaps):
-        if snap is not None and not (leaf.shape == snap.shape and leaf.dtype == snap.dtype
-                                     and np.array_equal(leaf, snap, equal_nan=leaf.dtype.kind in "fc")):
+        if snap is not None and not (leaf.shape == snap[0] and leaf.dtype == snap[1]
+                                     and leaf.tobytes() == snap[2]):
+            return False
+    return True
+
+
+class _Ref(weakref.ref):
+    """A weak reference to one leaf that knows the storage key it belongs to."""
+
+    __slots__ = ("key",)
+
+
+def _refs(leaves, callback, key):
+    refs = []
+    for leaf in leaves:
+        ref = _Ref(leaf, callback)
+        ref.key = key
+        refs.append(ref)
+    return refs
+
+
+def _live(refs, treedef):
+    """The value behind ``refs`` (None if a leaf died, or no refs)."""
+    if refs is None:
+        return None
+    if treedef is None:
+        return refs[0]()
+    leaves = [r() for r in refs]
+    for leaf in leaves:
+        if leaf is None:
+            return None
+    return _unflatten(treedef, leaves)
+
+
+def _same(refs, leaves):
+    """Whether ``refs`` point to exactly ``leaves`` (ids are reused once objects die)."""
+    if refs is None or len(refs) != len(leaves):
+        return False
+    for ref, leaf in zip(refs, leaves):
+        if ref() is not leaf:
             return False
     return True
 
@@ -162,16 +274,16 @@ class _Edge(object):
     __slots__ = ("a_key", "b_key", "a_strong", "a_refs", "a_def", "a_held", "b_refs", "b_def",
                  "a_snaps", "b_snaps", "attrs", "owner", "owner_cls", "bijector")
 
-    def __init__(self, a_key, a_refs, attrs, owner, owner_cls, bijector):
+    def __init__(self, a_key, a_refs, a_def, a_snaps, owner, owner_cls, bijector, attrs):
         self.a_key = a_key
         self.b_key = None
         self.a_strong = None
         self.a_refs = a_refs
-        self.a_def = None
+        self.a_def = a_def
         self.a_held = ()       # ids counted in the storage's ``held`` while a_strong is set
         self.b_refs = None
         self.b_def = None
-        self.a_snaps = None
+        self.a_snaps = a_snaps
         self.b_snaps = None
         self.attrs = attrs
         self.owner = owner
@@ -184,22 +296,39 @@ class _Edge(object):
         """Side A, if it is still alive (else None)."""
         if self.a_strong is not None:
             return self.a_strong
-        leaves = [r() for r in self.a_refs]
-        for leaf in leaves:
-            if leaf is None:
-                return None
-        return _unflatten(self.a_def, leaves)
+        return _live(self.a_refs, self.a_def)
 
     def output(self):
         """Side B, if it is still alive (else None)."""
-        refs = self.b_refs
-        if refs is None:
-            return None
-        leaves = [r() for r in refs]
-        for leaf in leaves:
-            if leaf is None:
-                return None
-        return _unflatten(self.b_def, leaves)
+        return _live(self.b_refs, self.b_def)
+
+    def checked_output(self):
+        """Side B if it is alive and was not modified in place since it was made."""
+        out = _live(self.b_refs, self.b_def)
+        if out is None or self.b_snaps is None:
+            return out
+        leaves = [r() for r in self.b_refs]
+        return out if _unchanged(leaves, self.b_snaps) else None
+
+
+def _death_callback(storage):
+    """One weakref callback per storage. It enqueues the dead reference, and purges at
+    once only if the lock is free (else the lock holder purges): it never blocks, never
+    raises, and cannot race with a lookup."""
+    pending = storage.pending
+    storage_ref = weakref.ref(storage)
+
+    def callback(ref):
+        pending.append(ref)
+        storage = storage_ref()
+        if storage is not None and storage.lock.acquire(False):
+            try:
+                storage.purge()
+            except Exception:  # never raise from a weakref callback
+                pass
+            finally:
+                storage.lock.release()
+    return callback
 
 
 class _Storage(object):
@@ -211,62 +340,47 @@ class _Storage(object):
         self.lock = threading.Lock()
         self.entries = {}      # key -> (edge, is_side_a)
         self.by_owner = {}     # owner serial -> set of keys
-        self.pending = collections.deque()  # keys whose tensors died (filled by callbacks)
+        self.pending = collections.deque()  # references whose leaves died (from callbacks)
         self.held = {}         # id(leaf) -> how many edges hold that leaf strongly
-
-    # Weakref callbacks run at arbitrary points (GC, other threads): they enqueue, and
-    # purge at once only if the lock is free; otherwise the lock holder purges.
-    def on_death(self, key):
-        pending = self.pending
-        storage_ref = weakref.ref(self)
-
-        def callback(_ref, key=key, pending=pending, storage_ref=storage_ref):
-            pending.append(key)
-            storage = storage_ref()
-            if storage is not None and storage.lock.acquire(False):
-                try:
-                    storage.purge()
-                except Exception:  # never raise from a weakref callback
-                    pass
-                finally:
-                    storage.lock.release()
-        return callback
+        self.callback = _death_callback(self)
 
     def purge(self):
-        """Drop the entries whose tensors died. Call with the lock held."""
+        """Drop the edges whose tensors died. Call with the lock held.
+
+        Either side dying drops the whole edge: once the output is gone nothing maps
+        back to the input (which is then released), and once the input is gone the
+        output cannot be inverted to it.
+        """
         pending = self.pending
+        entries = self.entries
         while pending:
-            key = pending.popleft()
-            found = self.entries.get(key)
-            if found is None:
-                continue
-            edge, is_a = found
-            if is_a:
-                refs = edge.a_refs
-            else:
-                refs = edge.b_refs
-            if refs is not None and all(r() is not None for r in refs):
-                continue  # a newer entry under an equal key, still alive
-            self._remove_key(key, edge)
-            if not is_a:
-                # Output gone: release the input (its own death will drop side A).
-                self.release(edge)
-                edge.b_refs = None
-                edge.b_key = None
+            ref = pending.popleft()
+            found = entries.get(ref.key)
+            if found is not None:
+                edge, is_a = found
+                refs = edge.a_refs if is_a else edge.b_refs
+                if refs is not None and ref in refs:
+                    self.drop_edge(edge)
 
-    def hold(self, edge, value, leaves):
-        """Keep side A alive (while side B lives), unless that would close a cycle.
+    def can_hold(self, out_leaves):
+        """Whether side A may be held strongly while side B lives.
 
-        When every output leaf is itself kept alive by this storage (e.g. an inverse
-        that returned an input cached by other edges), holding the input as well could
-        make the edges keep each other alive for good: then side A stays weak.
+        Not when every output leaf is itself kept alive by this storage (e.g. an
+        inverse that returned an input cached by other edges): holding the input as
+        well could make the edges keep each other alive for good.
         """
         held = self.held
-        out_leaves = [r() for r in edge.b_refs]
-        if out_leaves and all(id(leaf) in held for leaf in out_leaves if leaf is not None):
-            return
+        if not held:
+            return True
+        for leaf in out_leaves:
+            if id(leaf) not in held:
+                return True
+        return not out_leaves
+
+    def hold(self, edge, value, leaves):
+        held = self.held
         edge.a_strong = value
-        ids = tuple(id(leaf) for leaf in leaves)
+        ids = tuple([id(leaf) for leaf in leaves])
         for i in ids:
             held[i] = held.get(i, 0) + 1
         edge.a_held = ids
@@ -282,25 +396,31 @@ class _Storage(object):
         edge.a_held = ()
         edge.a_strong = None
 
-    def _remove_key(self, key, edge):
-        del self.entries[key]
-        keys = self.by_owner.get(edge.owner)
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self.by_owner[edge.owner]
-
     def add(self, key, edge, is_a):
         self.entries[key] = (edge, is_a)
-        self.by_owner.setdefault(edge.owner, set()).add(key)
+        keys = self.by_owner.get(edge.owner)
+        if keys is None:
+            self.by_owner[edge.owner] = {key}
+        else:
+            keys.add(key)
 
     def drop_edge(self, edge):
+        """Remove both directions of ``edge`` (where they still point to it)."""
+        entries = self.entries
+        owner = edge.owner
+        keys = self.by_owner.get(owner)
         for key in (edge.a_key, edge.b_key):
             if key is not None:
-                found = self.entries.get(key)
+                found = entries.get(key)
                 if found is not None and found[0] is edge:
-                    self._remove_key(key, edge)
-        self.release(edge)
+                    del entries[key]
+                    if keys is not None:
+                        keys.discard(key)
+        if keys is not None and not keys:
+            del self.by_owner[owner]
+        if edge.a_held:
+            self.release(edge)
+        edge.a_strong = None
 
     def clear_owner(self, serial):
         for key in list(self.by_owner.get(serial, ())):
@@ -343,9 +463,9 @@ class _Tokens(object):
         rec = self.by_id.get(id(bijector))
         if rec is not None and rec[0]() is bijector:
             return rec
-        return self._slow(bijector)
+        return self.slow(bijector)
 
-    def _slow(self, bijector):
+    def slow(self, bijector):
         with self.lock:
             self._purge()
             try:
@@ -561,115 +681,209 @@ class PicklefixBijectorCache(object):
                 shared.storages.add(storage)
         return storage
 
-    def _key(self, token, fn, value, kwargs):
-        """(key, leaves, treedef, first graph-tensor leaf or None), or None when ``value``
-        cannot be weakly referenced."""
-        if type(value) in _SIMPLE_CONTAINERS:
-            leaves, treedef = _flatten(value)
-            shape = _hashable_def(treedef)
-        else:
-            leaves, treedef, shape = [value], None, None
-        ids = []
-        graph_leaf = None
-        for leaf in leaves:
-            kind = _kind_of(leaf)
-            if kind == _KIND_NOREF:
-                return None
-            if kind == _KIND_GRAPH and graph_leaf is None:
-                graph_leaf = leaf
-            ids.append(id(leaf))
-        kw = _hashable(kwargs) if kwargs else ()
-        return (token, fn, tuple(ids), shape, kw), leaves, treedef, graph_leaf
+    def _token(self):
+        """(weakref, token, serial, class) of the bound bijector."""
+        bijector = self._bijector
+        tokens = self._s.tokens
+        rec = tokens.by_id.get(id(bijector))
+        if rec is None or rec[0]() is not bijector:
+            rec = tokens.slow(bijector)
+        return rec
 
-    def _edge(self, storage, key, leaves, rec, treedef=None):
-        """The live (edge, is_a) for ``key``, else a new attrs-only edge. Lock held."""
+    def _find(self, storage, key, leaves):
+        """The usable (edge, is_a) under ``key`` for ``leaves``, or None. Lock held.
+
+        An entry is stale when an id was reused by a new object, when its other side
+        died, or when a NumPy array was modified in place since: then it is dropped.
+        """
         found = storage.entries.get(key)
-        if found is not None:
-            edge, is_a = found
-            refs = edge.a_refs if is_a else edge.b_refs
-            usable = refs is not None and all(r() is leaf for r, leaf in zip(refs, leaves))
-            if usable and not is_a and edge.input() is None:
-                usable = False
-            if usable:
-                snaps = edge.a_snaps if is_a else edge.b_snaps
-                if snaps is None or _unchanged(leaves, snaps):
-                    return found
-            storage.drop_edge(edge)  # stale: an id was reused, or an array was mutated
-        callback = storage.on_death(key)
-        edge = _Edge(key, [weakref.ref(leaf, callback) for leaf in leaves], {}, rec[2], rec[3],
-                     self._bijector)
-        edge.a_def = treedef
-        edge.a_snaps = _snapshot(leaves)
+        if found is None:
+            return None
+        edge, is_a = found
+        if is_a:
+            usable = _same(edge.a_refs, leaves)
+            snaps = edge.a_snaps
+        else:
+            usable = _same(edge.b_refs, leaves) and edge.input() is not None
+            snaps = edge.b_snaps
+        if usable and (snaps is None or _unchanged(leaves, snaps)):
+            return found
+        storage.drop_edge(edge)
+        return None
+
+    def _new_edge(self, storage, key, leaves, treedef, rec, callback, attrs):
+        edge = _Edge(key, _refs(leaves, callback, key), treedef, _snapshot(leaves),
+                     rec[2], rec[3], self._bijector, attrs)
         storage.add(key, edge, True)
-        return edge, True
+        return edge
 
     def _attributes(self, value, fn, kwargs):
         if value is None:
             raise ValueError("Input must not be None.")
-        rec = self._s.tokens.lookup(self._bijector)
-        made = self._key(rec[1], fn, value, kwargs)
-        if made is None:
+        rec = self._token()
+        parts = _parts(value)
+        if parts is None:
             return {}
-        key, leaves, _, graph_leaf = made
-        storage = self._storage_for(graph_leaf)
+        leaves, treedef, ids, shape, graph_leaf = parts
+        key = (rec[1], fn, ids, shape, _hashable(kwargs) if kwargs else ())
+        storage = self._s.eager if graph_leaf is None else self._storage_for(graph_leaf)
         with storage.lock:
             if storage.pending:
                 storage.purge()
-            return self._edge(storage, key, leaves, rec)[0].attrs
+            found = self._find(storage, key, leaves)
+            if found is not None:
+                return found[0].attrs
+            # No output yet: the input's own death drops this edge.
+            return self._new_edge(storage, key, leaves, treedef, rec, storage.callback, {}).attrs
 
     def _lookup(self, value, fn, inv_fn, kwargs):
+        """``fn`` of ``value``, from the cache or computed (and then cached).
+
+        The common case, one eager tensor or array and no ``**kwargs`` meeting no
+        entry, runs here with everything inline; anything else, or anything unusual
+        found on the way, takes :meth:`_lookup_any` / :meth:`_store`.
+        """
+        kind = _kinds.get(type(value))
+        if kwargs or (kind != _EAGER and kind != _NDARRAY):
+            return self._lookup_any(value, fn, inv_fn, kwargs)
+        shared = self._s
+        bijector = self._bijector
+        rec = shared.tokens.by_id.get(id(bijector))
+        if rec is None or rec[0]() is not bijector:
+            rec = shared.tokens.slow(bijector)
+        key = (rec[1], fn, id(value), None, ())
+        storage = shared.eager
+        entries = storage.entries
+        lock = storage.lock
+        lock.acquire()
+        if storage.pending:
+            try:
+                storage.purge()
+            except BaseException:
+                lock.release()
+                raise
+        known = key in entries
+        lock.release()
+        if known:
+            return self._lookup_any(value, fn, inv_fn, kwargs)
+        attrs = {}
+        output = self._invoke(value, fn, kwargs, attrs)
+        out_kind = _kinds.get(type(output))
+        if out_kind == _SCALAR:
+            output = _containerize(output)
+            out_kind = _NDARRAY
+        if out_kind != _EAGER and out_kind != _NDARRAY:
+            return self._store(storage, rec, key, (value,), None, value, output, inv_fn, (), attrs)
+        out_key = (rec[1], inv_fn, id(output), None, ())
+        held = storage.held
+        lock.acquire()
+        try:
+            if storage.pending:
+                storage.purge()
+            simple = not (key in entries or out_key in entries or id(output) in held)
+            if simple:
+                a_ref = _Ref(value, None)  # held while the output lives; its death drops all
+                a_ref.key = key
+                b_ref = _Ref(output, storage.callback)
+                b_ref.key = out_key
+                edge = _Edge(key, [a_ref], None, None, rec[2], rec[3], bijector, attrs)
+                if kind == _NDARRAY and value.flags.writeable:
+                    edge.a_snaps = [(value.shape, value.dtype, value.tobytes())]
+                edge.b_refs = [b_ref]
+                edge.b_key = out_key
+                if out_kind == _NDARRAY and output.flags.writeable:
+                    edge.b_snaps = [(output.shape, output.dtype, output.tobytes())]
+                edge.a_strong = value
+                ident = id(value)
+                held[ident] = held.get(ident, 0) + 1
+                edge.a_held = (ident,)
+                entries[key] = (edge, True)
+                entries[out_key] = (edge, False)
+                keys = storage.by_owner.get(rec[2])
+                if keys is None:
+                    storage.by_owner[rec[2]] = {key, out_key}
+                else:
+                    keys.add(key)
+                    keys.add(out_key)
+        finally:
+            lock.release()
+        if simple:
+            return output
+        return self._store(storage, rec, key, (value,), None, value, output, inv_fn, (), attrs)
+
+    def _lookup_any(self, value, fn, inv_fn, kwargs):
+        """:meth:`_lookup` for any input: structures, graph tensors, ``**kwargs``, hits."""
         if value is None:
             raise ValueError("Input must not be None.")
-        rec = self._s.tokens.lookup(self._bijector)
-        made = self._key(rec[1], fn, value, kwargs)
-        if made is None:  # not weakly referenceable: compute, as if uncached
+        rec = self._token()
+        parts = _parts(value)
+        if parts is None:  # not weakly referenceable: compute, as if uncached
             return self._invoke(value, fn, kwargs, {})
-        key, leaves, treedef, graph_leaf = made
-        storage = self._storage_for(graph_leaf)
+        leaves, treedef, ids, shape, graph_leaf = parts
+        kw = _hashable(kwargs) if kwargs else ()
+        key = (rec[1], fn, ids, shape, kw)
+        storage = self._s.eager if graph_leaf is None else self._storage_for(graph_leaf)
         with storage.lock:
             if storage.pending:
                 storage.purge()
-            edge, is_a = self._edge(storage, key, leaves, rec, treedef)
-            if not is_a:
-                return edge.input()
-            out = edge.output()
-            if out is not None:
-                if edge.b_snaps is None or _unchanged(_flatten(out)[0], edge.b_snaps):
-                    return out
-                storage.drop_edge(edge)  # the cached output was mutated in place
-                edge, is_a = self._edge(storage, key, leaves, rec, treedef)
-            attrs = edge.attrs
+            found = self._find(storage, key, leaves)
+            if found is None:
+                attrs = {}
+            else:
+                edge, is_a = found
+                if not is_a:
+                    return edge.input()
+                if edge.b_refs is not None:
+                    out = edge.checked_output()
+                    if out is not None:
+                        return out
+                    storage.drop_edge(edge)  # the cached output was modified in place
+                    attrs = {}
+                else:
+                    attrs = edge.attrs  # log-det-Jacobians computed before: keep them
         # Compute outside the lock: other threads (and nested bijectors) keep going.
         output = self._invoke(value, fn, kwargs, attrs)
-        out_leaves, out_def = _flatten(output)
-        out_leaves = [_containerize(leaf) for leaf in out_leaves]
-        output = _unflatten(out_def, out_leaves)
-        made_out = self._key(rec[1], inv_fn, output, kwargs)
-        if made_out is None:
+        return self._store(storage, rec, key, leaves, treedef, value, output, inv_fn, kw, attrs)
+
+    def _store(self, storage, rec, key, leaves, treedef, value, output, inv_fn, kw, attrs):
+        """Record ``output`` as the answer for ``key``; returns what the caller returns."""
+        made = _output_parts(output)
+        if made is None:
             return output
-        out_key = made_out[0]
-        if storage is self._s.eager and made_out[3] is not None:
+        output, out_leaves, out_def, out_ids, out_shape, out_graph = made
+        if out_graph is not None and storage is self._s.eager:
             return output  # never let process-wide entries point into a graph
+        out_key = (rec[1], inv_fn, out_ids, out_shape, kw)
         with storage.lock:
             if storage.pending:
                 storage.purge()
-            current = storage.entries.get(key)
-            if current is None or current[0] is not edge:
-                # Cleared meanwhile, or another thread made a new edge: prefer its answer.
-                if current is not None and current[1]:
-                    winner = current[0].output()
+            found = self._find(storage, key, leaves)
+            edge = None
+            if found is not None:
+                edge, is_a = found
+                if not is_a:
+                    return edge.input()
+                if edge.b_refs is not None:
+                    winner = edge.checked_output()
                     if winner is not None:
-                        return winner
-                return output
-            winner = edge.output()
-            if winner is not None:
-                return winner  # another thread finished first: one answer for everyone
-            callback = storage.on_death(out_key)
-            edge.b_refs = [weakref.ref(leaf, callback) for leaf in out_leaves]
+                        return winner  # another thread finished first: one answer for all
+                    storage.drop_edge(edge)
+                    edge = None
+                elif edge.attrs is not attrs:
+                    for name, item in attrs.items():  # greedy attributes of this call
+                        edge.attrs.setdefault(name, item)
+            held = storage.can_hold(out_leaves)
+            if edge is None:
+                # While the output lives the input is held, and the output's death
+                # drops the edge: the input needs no callback of its own.
+                edge = self._new_edge(storage, key, leaves, treedef, rec,
+                                      None if held else storage.callback, attrs)
+            edge.b_refs = _refs(out_leaves, storage.callback, out_key)
             edge.b_def = out_def
             edge.b_key = out_key
             edge.b_snaps = _snapshot(out_leaves)
-            storage.hold(edge, value, leaves)
+            if held:
+                storage.hold(edge, value, leaves)
             old = storage.entries.get(out_key)
             if old is not None and old[0] is not edge:
                 storage.drop_edge(old[0])
@@ -716,15 +930,3 @@ class NoBijectorCache(PicklefixBijectorCache):
 
 class NoBijectorCacheWithGreedyAttrs(_GreedyAttrs, NoBijectorCache):
     __slots__ = ()
-
-
-_SIMPLE_CONTAINERS = (list, tuple, dict)
-
-
-def _hashable_def(treedef):
-    if treedef is None:
-        return None
-    kind, keys, defs = treedef
-    return (kind, keys, tuple((n, _hashable_def(d)) for n, d in defs))
-
-
