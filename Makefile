@@ -3,7 +3,7 @@ PYTHON ?= python3
 STACKS ?= all
 STACK ?= modern
 
-.PHONY: test demo setup bench bench-quick clean
+.PHONY: test demo setup bench bench-quick bench-legacy clean
 
 test:
 	$(PYTHON) scripts/matrix.py test --stacks $(STACKS)
@@ -18,13 +18,26 @@ clean:
 	rm -rf .venvs .matrix build *.egg-info
 
 # Benchmarks (A/B in fresh processes): results go to benchmarks/results/<machine-tag>/.
+# `make bench`: the CPU suite (TF + NumPy substrates, end to end, threads, memory on the
+# default stack; the JAX substrate on the jax-nightly stack). `make bench-legacy`: the
+# legacy stacks (TF 2.5.3 + TFP 0.9/0.10/0.11), none vs package.
 BENCH_PYTHON ?= .venvs/modern/bin/python
+LEGACY_STACKS ?= legacy-0.9 legacy-0.10 legacy-0.11
 bench:
-	$(PYTHON) scripts/matrix.py setup --stacks modern
+	$(PYTHON) scripts/matrix.py setup --stacks modern,jax-nightly
 	$(BENCH_PYTHON) -m pip install -q matplotlib
-	$(BENCH_PYTHON) -m benchmarks
+	$(BENCH_PYTHON) -m benchmarks --substrates tf,numpy
+	$(BENCH_PYTHON) -m benchmarks --python .venvs/jax-nightly/bin/python --substrates jax --stack jax-nightly
 
 bench-quick:
 	$(PYTHON) scripts/matrix.py setup --stacks modern
 	$(BENCH_PYTHON) -m pip install -q matplotlib
 	$(BENCH_PYTHON) -m benchmarks --quick
+
+bench-legacy:
+	$(PYTHON) scripts/matrix.py setup --stacks modern,$(shell echo $(LEGACY_STACKS) | tr ' ' ',')
+	$(BENCH_PYTHON) -m pip install -q matplotlib
+	for s in $(LEGACY_STACKS); do \
+	  (. .venvs/$$s/env.sh && $(BENCH_PYTHON) -m benchmarks --python .venvs/$$s/bin/python \
+	     --quick --repeats 3 --batches 5 --stack $$s) || exit 1; \
+	done

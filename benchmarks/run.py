@@ -3,11 +3,12 @@
     python -m benchmarks [--quick] [--python PY] [--tag TAG] [--repeats N] [--gpu]
 
 Every variant (``none``: tfp_picklefix not imported; ``fixed``/``upstream``/``off``:
-imported, with that cache mode) runs all cases in its own fresh process; variants
-are interleaved A B A B for ``--repeats`` rounds (the order rotates each round).
-For each case it reports the median time per call of every variant and the ratio
-variant/none (median of the per-round ratios, with min and max), plus fixed/off
-(the cache's overhead over no cache at all). Results: JSON, Markdown and a PNG in
+imported, with that cache mode) runs in its own fresh process, all of them alive at
+once; for each case their timed batches alternate A B C D A B C D ... (the order
+rotates), and a variant's time in a round is its fastest batch. Rounds repeat with
+fresh processes. For each case it reports the median over rounds of every variant's
+time per call and the ratio variant/none (median of the per-round ratios, with min
+and max), plus fixed/off (the cache's overhead over no cache at all). Results: JSON, Markdown and a PNG in
 ``benchmarks/results/<tag>/``. ``--python`` runs the workers in another environment
 (e.g. ``.venvs/legacy-0.11/bin/python``); there the variants are none/package.
 """
@@ -27,6 +28,9 @@ from typing import Dict, List
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIJECTORS = ["Exp", "Softplus", "Sigmoid", "ShiftScale", "Chain3", "FillScaleTriL", "RealNVP", "MAF"]
 OPS = ["forward", "inverse", "fldj", "ildj"]
+# The bijectors of the acceptance figures: every size, op and cache state (the others
+# at 1000 elements).
+CORE = ["Exp", "Softplus", "Chain3"]
 
 
 def probe(python: str) -> Dict[str, object]:
@@ -54,7 +58,7 @@ def cases_for(info: Dict[str, object], quick: bool, gpu: bool) -> List[dict]:
         cases.append(case)
 
     sizes = [1, 1000] if quick else [1, 1000, 1000000]
-    bijectors = ["Exp", "Chain3"] if quick else BIJECTORS
+    bijectors = CORE if quick else BIJECTORS
     ops = ["forward", "inverse"] if quick else OPS
     substrates = []
     if info["tf"]:
@@ -71,9 +75,8 @@ def cases_for(info: Dict[str, object], quick: bool, gpu: bool) -> List[dict]:
         for b in bijectors:
             if sub != "tf" and b in ("MAF",):
                 continue  # Keras network: TF substrate only
-            for size in sizes:
-                if size > 1000 and b in ("RealNVP", "MAF", "FillScaleTriL", "Sigmoid", "ShiftScale"):
-                    continue
+            core = b in CORE
+            for size in (sizes if core else [1000]):
                 for op in ops:
                     execs = ["eager"]
                     if sub == "tf" and op == "forward":
@@ -81,10 +84,9 @@ def cases_for(info: Dict[str, object], quick: bool, gpu: bool) -> List[dict]:
                     if sub == "jax" and op == "forward":
                         execs += ["jit"]
                     for ex in execs:
-                        caches = ["miss", "hit"] if ex == "eager" else ["miss"]
-                        if quick and op in ("fldj", "ildj"):
-                            caches = ["miss"]
-                        for cache in caches:
+                        # A log-det hit is an attribute lookup: misses only.
+                        hit = ex == "eager" and op in ("forward", "inverse") and (core or op == "forward")
+                        for cache in (["miss", "hit"] if hit else ["miss"]):
                             add(substrate=sub, bijector=b, size=size, op=op, exec=ex, cache=cache)
     if info["tf"] and not gpu:
         add(kind="e2e", substrate="tf", name="transformed_sample_log_prob", exec="eager")
@@ -95,7 +97,7 @@ def cases_for(info: Dict[str, object], quick: bool, gpu: bool) -> List[dict]:
             add(kind="e2e", substrate="tf", name="svgp_predict_f", exec="eager")
     if not gpu:
         for k in ([1, 4] if quick else [1, 4, 16]):
-            add(kind="threads", substrate=substrates[0], threads=k, seconds=1.0 if quick else 2.0)
+            add(kind="threads", substrate=substrates[0], threads=k)
     return cases
 
 
@@ -110,21 +112,75 @@ def _env(variant):
     return env
 
 
-QUICK_CALLS = "150"  # per case and round in --quick runs (the full suite uses 300)
+# --quick: fewer and shorter batches per case (the full suite: 5 batches of ~15 ms
+# per variant; thread cases 0.5 s).
+EAGER_MEMORY_N = 2000  # calls per eager memory loop
+QUICK_TIMING = {"TFP_PICKLEFIX_BENCH_BATCH_SECONDS": "0.01", "TFP_PICKLEFIX_BENCH_THREAD_SECONDS": "0.3"}
 
 
-def run_round(python, variants, cases_file, workdir, round_no):
-    out = {}
-    order = variants[round_no % len(variants):] + variants[:round_no % len(variants)]
-    for variant in order:
-        path = os.path.join(workdir, f"r{round_no}-{variant}.json")
-        proc = subprocess.run([python, os.path.join(ROOT, "benchmarks", "worker.py"), "--variant",
-                               variant, "--cases", cases_file, "--out", path],
-                              env=_env(variant), capture_output=True, text=True, cwd=ROOT)
-        if proc.returncode != 0:
-            raise RuntimeError(f"worker {variant} failed:\n{proc.stderr[-3000:]}")
-        with open(path) as f:
-            out[variant] = json.load(f)
+class Worker:
+    """One fresh worker process of one variant, driven over its stdin/stdout."""
+
+    def __init__(self, python, variant, workdir):
+        self.variant = variant
+        self.err_path = os.path.join(workdir, f"{variant}.stderr")
+        self.err = open(self.err_path, "w")
+        self.proc = subprocess.Popen(
+            [python, os.path.join(ROOT, "benchmarks", "worker.py"), "--variant", variant],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
+            env=_env(variant), cwd=ROOT, bufsize=1)
+
+    def ask(self, msg):
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                self.err.flush()
+                with open(self.err_path) as f:
+                    tail = f.read()[-3000:]
+                raise RuntimeError(f"worker {self.variant} exited:\n{tail}")
+            if line.startswith("@@"):
+                return json.loads(line[2:])
+
+    def close(self):
+        try:
+            self.ask({"cmd": "quit"})
+        except Exception:
+            pass
+        self.proc.wait(timeout=60)
+        self.err.close()
+
+
+def run_round(python, variants, cases, workdir, round_no, batches):
+    """One round: a fresh process per variant, all alive at once; for each case, the
+    variants' batches alternate (the order rotates), so that a slow spell on the
+    machine hits every variant alike. A variant's value for the case is its fastest
+    batch (calls per second: its highest)."""
+    workers = {v: Worker(python, v, workdir) for v in variants}
+    try:
+        subs = sorted({c["substrate"] for c in cases})
+        out = {v: dict(workers[v].ask({"cmd": "hello", "substrates": subs}), results=[])
+               for v in variants}
+        for i, case in enumerate(cases):
+            ok = {}
+            for v in variants:
+                answer = workers[v].ask({"cmd": "setup", "case": case})
+                ok[v] = "error" not in answer
+                if not ok[v]:
+                    out[v]["results"].append({"id": case["id"], "error": answer["error"]})
+            values = {v: [] for v in variants if ok[v]}
+            for b in range(batches):
+                shift = (b + round_no + i) % len(variants)
+                for v in variants[shift:] + variants[:shift]:
+                    if ok[v]:
+                        values[v].append(workers[v].ask({"cmd": "batch"})["value"])
+            best = max if case["kind"] == "threads" else min
+            for v, vals in values.items():
+                out[v]["results"].append({"id": case["id"], "value": best(vals), "batches": vals})
+    finally:
+        for w in workers.values():
+            w.close()
     return out
 
 
@@ -172,10 +228,11 @@ def _fmt_case(case):
     return f"{case['substrate']} {case['name']} {case['exec']}"
 
 
-def write_report(outdir, meta, rows, variants, memory):
+def write_report(outdir, meta, rows, variants, memory, eager_memory=()):
     os.makedirs(outdir, exist_ok=True)
     with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows, "memory": memory}, f, indent=1)
+        json.dump({"meta": meta, "rows": rows, "memory": memory, "eager_memory": list(eager_memory)},
+                  f, indent=1)
     unit = lambda v, case: (f"{v:.0f}/s" if case["kind"] == "threads" else f"{v * 1e6:.1f}")  # noqa: E731
     ratio_cols = [v for v in variants if v != "none"] + (
         ["fixed_vs_off"] if "fixed" in variants and "off" in variants else [])
@@ -210,6 +267,19 @@ def write_report(outdir, meta, rows, variants, memory):
         for m in memory:
             lines.append(f"| {m['scenario']} | {m['variant']} | {m['n']} | {m['funcgraphs']} | "
                          f"{m['rss_growth_mb']} |")
+    if eager_memory:
+        lines += ["", "## Memory: long eager loops (Chain of 3, 1000-element inputs)", "",
+                  "| substrate | variant | calls | entries after (outputs dropped) | RSS growth (MB) "
+                  "| entries while all kept | RSS growth while kept (MB) | entries after release |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for m in eager_memory:
+            if "error" in m:
+                lines.append(f"| {m['substrate']} | {m['variant']} | {m['n']} | error: {m['error']} |"
+                             " | | | |")
+                continue
+            lines.append(f"| {m['substrate']} | {m['variant']} | {m['n']} | {m['drop_entries']} | "
+                         f"{m['drop_rss_growth_mb']} | {m['keep_entries_while_kept']} | "
+                         f"{m['keep_rss_growth_mb_while_kept']} | {m['keep_entries_after_release']} |")
     with open(os.path.join(outdir, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     try:
@@ -244,11 +314,14 @@ def write_report(outdir, meta, rows, variants, memory):
 
 
 def memory_runs(python, n, variants):
+    """Live FuncGraphs and RSS over traced-and-discarded tf.functions (``n`` traces with
+    the package's cache, n/4 for the others: enough to show upstream's growth)."""
     out = []
     for scenario in ("chain", "softplus"):
         for variant in variants:
+            count = n if variant == "fixed" else max(n // 4, 50)
             proc = subprocess.run([python, os.path.join(ROOT, "tests", "leak_traces.py"),
-                                   "--scenario", scenario, "--n", str(n)]
+                                   "--scenario", scenario, "--n", str(count)]
                                   + (["--no-package"] if variant == "none" else []),
                                   env=_env(variant), capture_output=True, text=True, cwd=ROOT)
             if proc.returncode == 0:
@@ -258,15 +331,42 @@ def memory_runs(python, n, variants):
     return out
 
 
+def eager_memory_runs(python, n, variants, substrates):
+    """Cache storage entries and RSS over long eager loops that drop or keep outputs."""
+    out = []
+    for substrate in substrates:
+        for variant in variants:
+            proc = subprocess.run([python, os.path.join(ROOT, "benchmarks", "eager_memory.py"),
+                                   "--substrate", substrate, "--n", str(n)]
+                                  + (["--no-package"] if variant == "none" else []),
+                                  env=_env(variant), capture_output=True, text=True, cwd=ROOT)
+            if proc.returncode == 0:
+                rec = json.loads(proc.stdout.strip().splitlines()[-1])
+                rec["variant"] = variant
+                out.append(rec)
+            else:
+                out.append({"substrate": substrate, "variant": variant, "n": n,
+                            "error": proc.stderr.strip().splitlines()[-1][:300]
+                            if proc.stderr.strip() else f"exit {proc.returncode}"})
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a ~2-minute subset")
     parser.add_argument("--python", default=sys.executable, help="interpreter of the stack to measure")
-    parser.add_argument("--tag", default=None, help="results folder name (default: machine tag)")
-    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--tag", default=None,
+                        help="results folder name (default: machine tag, stack, -quick)")
+    parser.add_argument("--stack", default=None, help="stack name for the default tag")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="rounds, each with fresh processes (default 3; --quick 2)")
+    parser.add_argument("--batches", type=int, default=None,
+                        help="interleaved batches per case and variant (default 5; --quick 4)")
     parser.add_argument("--gpu", action="store_true",
                         help="JAX-substrate GPU cases (sizes up to 1e8); with --allow-cpu, runs them on CPU")
     parser.add_argument("--allow-cpu", action="store_true")
+    parser.add_argument("--substrates", default=None,
+                        help="comma-separated subset of tf,numpy,jax (default: all installed)")
     parser.add_argument("--out", default=None, help="results folder (default: benchmarks/results/<tag>)")
     parser.add_argument("--memory-n", type=int, default=None,
                         help="iterations of the traced-function memory scenarios (0: skip)")
@@ -285,34 +385,41 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
     cases = cases_for(info, args.quick, args.gpu)
+    if args.substrates:
+        wanted = set(args.substrates.split(","))
+        cases = [c for c in cases if c["substrate"] in wanted]
     if args.quick:
-        os.environ.setdefault("TFP_PICKLEFIX_BENCH_CALLS", QUICK_CALLS)
-    repeats = args.repeats or (2 if args.quick else 4)
+        for name, setting in QUICK_TIMING.items():
+            os.environ.setdefault(name, setting)
+    repeats = args.repeats or (2 if args.quick else 3)
     tag = args.tag or (("gpu-" if args.gpu else "cpu-") + f"{os.cpu_count()}core-{platform.machine()}"
-                       + ("-legacy" if info["legacy"] else ""))
+                       + (f"-{args.stack}" if args.stack else ("-legacy" if info["legacy"] else ""))
+                       + ("-quick" if args.quick else ""))
     outdir = args.out or os.path.join(ROOT, "benchmarks", "results", tag)
+    batches = args.batches or (4 if args.quick else 5)
     start = time.time()
     with tempfile.TemporaryDirectory() as work:
-        cases_file = os.path.join(work, "cases.json")
-        with open(cases_file, "w") as f:
-            json.dump(cases, f)
         rounds = []
         for r in range(repeats):
-            print(f"[bench] round {r + 1}/{repeats}: {len(cases)} cases x {len(variants)} variants",
-                  flush=True)
-            rounds.append(run_round(args.python, variants, cases_file, work, r))
+            print(f"[bench] round {r + 1}/{repeats}: {len(cases)} cases x {len(variants)} variants "
+                  f"x {batches} batches", flush=True)
+            rounds.append(run_round(args.python, variants, cases, work, r, batches))
     rows = aggregate(cases, rounds, variants)
-    memory = []
-    memory_n = args.memory_n if args.memory_n is not None else (0 if args.quick or args.gpu else 300)
+    memory, eager_memory = [], []
+    memory_n = args.memory_n if args.memory_n is not None else (0 if args.quick or args.gpu else 2000)
     if info["tf"] and not info["legacy"] and memory_n:
-        print(f"[bench] memory scenarios, {memory_n} traces each", flush=True)
+        print(f"[bench] memory: traced-and-discarded tf.functions ({memory_n} traces)", flush=True)
         memory = memory_runs(args.python, memory_n, ["none", "fixed", "off"])
+    if not info["legacy"] and memory_n:
+        subs = [s for s in ("tf", "numpy", "jax") if s in {c["substrate"] for c in cases}]
+        print(f"[bench] memory: long eager loops ({EAGER_MEMORY_N} calls)", flush=True)
+        eager_memory = eager_memory_runs(args.python, EAGER_MEMORY_N, ["none", "fixed", "off"], subs)
     first = rounds[0][variants[0]]
     meta = {"tag": tag, "when": time.strftime("%Y-%m-%d %H:%M"), "python": first["python"],
             "versions": first["versions"], "repeats": repeats, "quick": args.quick,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
             "seconds": round(time.time() - start)}
-    write_report(outdir, meta, rows, variants, memory)
+    write_report(outdir, meta, rows, variants, memory, eager_memory)
     print(f"[bench] wrote {os.path.relpath(outdir, ROOT)}/results.md in {meta['seconds']} s")
     return 0
 

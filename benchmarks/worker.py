@@ -1,6 +1,14 @@
-"""One benchmark process: one variant (package or not, cache mode), every case; JSON out.
+"""One benchmark process: one variant (package or not, cache mode), serving batches.
 
-    python benchmarks/worker.py --variant fixed --cases cases.json --out out.json
+    python benchmarks/worker.py --variant fixed
+
+The runner starts one worker per variant, all at once, and drives them over
+stdin/stdout (one JSON object per line; replies start with ``@@``):
+``{"cmd": "hello"}`` (versions, status), ``{"cmd": "setup", "case": {...}}`` (build the
+case: bijector, input maker, traced function; calibrate the batch size),
+``{"cmd": "batch"}`` (run one timed batch: seconds per call, or calls per second for
+thread cases), ``{"cmd": "quit"}``. The runner alternates batches between the
+variants, so that a slow spell on a shared machine hits every variant alike.
 
 Variants: ``none`` (tfp_picklefix not imported: TFP as shipped), ``fixed``,
 ``upstream``, ``off`` (the package imported with that TFP_PICKLEFIX_CACHE mode; set
@@ -12,7 +20,6 @@ import argparse
 import gc
 import json
 import os
-import statistics
 import sys
 import threading
 import time
@@ -85,24 +92,35 @@ class Substrate:
             self.block = lambda v: v
 
 
-def _time_calls(fn, inputs, block):
-    """Median seconds per call over 5 rounds; ``inputs`` is consumed one per call."""
-    per_round = max(len(inputs) // 5, 1)
-    rounds = []
-    for r in range(5):
-        chunk = inputs[r * per_round:(r + 1) * per_round]
+BATCH_SECONDS = float(os.environ.get("TFP_PICKLEFIX_BENCH_BATCH_SECONDS", 0.015))
+THREAD_SECONDS = float(os.environ.get("TFP_PICKLEFIX_BENCH_THREAD_SECONDS", 0.5))
+
+
+class Timed:
+    """Batches of calls of ``fn``: ``make()`` gives each call a new input when ``fresh``
+    (a cache miss), else one input serves every call (a hit)."""
+
+    def __init__(self, fn, make, block, fresh=True, keep=None):
+        self.fn, self.make, self.block, self.fresh = fn, make, block, fresh
+        self.keep = keep  # what must stay alive for hits (the cached output)
+        self.x0 = make()
+        block(fn(self.x0))  # warm up (and fill the cache, for hits)
         t0 = time.perf_counter()
-        for x in chunk:
+        block(fn(make() if fresh else self.x0))
+        single = time.perf_counter() - t0
+        self.n = max(2, min(5000, int(BATCH_SECONDS / max(single, 1e-7))))
+
+    def batch(self):
+        """Seconds per call over one batch of about BATCH_SECONDS."""
+        fn, block = self.fn, self.block
+        inputs = [self.make() for _ in range(self.n)] if self.fresh else [self.x0] * self.n
+        t0 = time.perf_counter()
+        for x in inputs:
             block(fn(x))
-        rounds.append((time.perf_counter() - t0) / len(chunk))
-    return statistics.median(rounds)
+        return (time.perf_counter() - t0) / self.n
 
 
-def _calls_for(size):
-    return int(os.environ.get("TFP_PICKLEFIX_BENCH_CALLS", 300)) if size <= 1000 else 30
-
-
-def run_bijector_case(sub, case):
+def bijector_case(sub, case):
     np = sub.np
     bij = _bijector(sub.tfb, case["bijector"])
     nd = _event_ndims(case["bijector"])
@@ -110,7 +128,6 @@ def run_bijector_case(sub, case):
     shape = _shape(case["bijector"], case["size"])
     base = (rng.rand(*shape) * 0.8 + 0.1).astype(np.float32) if shape else np.float32(0.5)
     op, mode, hit = case["op"], case["exec"], case["cache"] == "hit"
-    n = _calls_for(case["size"])
     make = sub.make
     if case["bijector"] == "MAF":
         bij.forward(make(base))  # builds the Keras network
@@ -124,37 +141,23 @@ def run_bijector_case(sub, case):
     else:
         call = lambda y: bij.inverse_log_det_jacobian(y, event_ndims=nd)  # noqa: E731
     if op in ("inverse", "ildj"):
-        ys = bij.forward(make(base))
-        base = np.asarray(ys)  # a valid output-space value
+        base = np.asarray(bij.forward(make(base)))  # a valid output-space value
 
     if mode in ("tf_function", "xla"):
         fn = sub.tf.function(call, jit_compile=(mode == "xla"))
-        x0 = make(base)
-        fn(x0)  # trace/compile once
-        inputs = [make(base) for _ in range(n)] if not hit else [x0] * n
-        return _time_calls(fn, inputs, sub.block)
+        return Timed(fn, lambda: make(base), sub.block)
     if mode == "jit":
         fn = sub.jax.jit(call)
-        x0 = make(base)
-        sub.block(fn(x0))
-        inputs = [x0] * n
-        return _time_calls(fn, inputs, sub.block)
-    # eager
-    if hit:
-        x0 = make(base)
-        if op in ("inverse", "ildj"):
-            y0 = bij.forward(make(np.asarray(bij.inverse(x0))))  # an output the cache knows
-            x0 = y0
-        keep = call(x0)  # first call fills the cache
-        inputs = [x0] * n
-        result = _time_calls(call, inputs, sub.block)
-        del keep
-        return result
-    inputs = [make(base) for _ in range(n)]
-    return _time_calls(call, inputs, sub.block)
+        return Timed(fn, lambda: make(base), sub.block)
+    if not hit:
+        return Timed(call, lambda: make(base), sub.block)
+    x0 = make(base)
+    if op in ("inverse", "ildj"):
+        x0 = bij.forward(make(np.asarray(bij.inverse(x0))))  # an output the cache knows
+    return Timed(call, lambda: x0, sub.block, fresh=False, keep=call(x0))
 
 
-def run_e2e_case(sub, case):
+def e2e_case(sub, case):
     np = sub.np
     if case["name"] == "transformed_sample_log_prob":
         tfd = sub.tfp.distributions
@@ -163,8 +166,7 @@ def run_e2e_case(sub, case):
         fn = lambda _: dist.log_prob(dist.sample(100, seed=seed))  # noqa: E731
         if case["exec"] == "tf_function":
             fn = sub.tf.function(fn)
-        fn(0)
-        return _time_calls(fn, [0] * 50, sub.block)
+        return Timed(fn, lambda: 0, sub.block, fresh=False)
     import gpflow
     import tensorflow as tf
 
@@ -186,75 +188,106 @@ def run_e2e_case(sub, case):
             return loss
         if case["exec"] == "tf_function":
             fn = tf.function(fn)
-    fn(0)
-    return _time_calls(fn, [0] * 25, sub.block)
+    return Timed(fn, lambda: 0, sub.block, fresh=False)
 
 
-def run_threads_case(sub, case):
-    """Calls per second with k threads, each on its own fresh inputs."""
-    np = sub.np
-    bij = _bijector(sub.tfb, "Chain3")
-    stop = threading.Event()
-    counts = [0] * case["threads"]
+class Threads:
+    """Calls per second of a Chain's forward+inverse with k threads, each on its own
+    fresh inputs (a batch runs THREAD_SECONDS)."""
 
-    def work(i):
-        while not stop.is_set():
-            y = bij.forward(sub.make(np.float32(0.5)))
-            bij.inverse(y)
-            counts[i] += 2
+    def __init__(self, sub, case):
+        self.sub, self.k = sub, case["threads"]
+        self.bij = _bijector(sub.tfb, "Chain3")
 
-    ts = [threading.Thread(target=work, args=(i,)) for i in range(case["threads"])]
-    for t in ts:
-        t.start()
-    time.sleep(case.get("seconds", 2.0))
-    stop.set()
-    for t in ts:
-        t.join()
-    return sum(counts) / case.get("seconds", 2.0)
+    def batch(self):
+        sub, bij, np = self.sub, self.bij, self.sub.np
+        stop = threading.Event()
+        counts = [0] * self.k
+
+        def work(i):
+            while not stop.is_set():
+                y = bij.forward(sub.make(np.float32(0.5)))
+                bij.inverse(y)
+                counts[i] += 2
+
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(self.k)]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        time.sleep(THREAD_SECONDS)
+        stop.set()
+        for t in ts:
+            t.join()
+        return sum(counts) / (time.perf_counter() - t0)
+
+
+def _versions():
+    from importlib import metadata
+
+    versions = {}
+    for dist in ("tensorflow", "tensorflow-probability", "tfp-nightly", "jax", "jaxlib", "gpflow",
+                 "numpy"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except Exception:
+            pass
+    return versions
+
+
+def reply(obj):
+    sys.stdout.write("@@" + json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def serve(variant):
+    if variant != "none":
+        import tfp_picklefix  # noqa: F401  (mode from TFP_PICKLEFIX_CACHE)
+    subs = {}
+    bench = None
+    for line in sys.stdin:
+        msg = json.loads(line)
+        cmd = msg["cmd"]
+        if cmd == "hello":
+            for name in msg.get("substrates", []):
+                try:
+                    subs[name] = Substrate(name)  # import everything before freezing
+                except Exception:
+                    pass
+            # Imports leave a large heap: freeze it, so that collections only walk
+            # what the benchmarks allocate.
+            gc.collect()
+            gc.freeze()
+            reply({"variant": variant, "versions": _versions(), "python": sys.version.split()[0],
+                   "status": str(sys.modules["tfp_picklefix"].status())
+                   if "tfp_picklefix" in sys.modules else "not imported"})
+        elif cmd == "setup":
+            case = msg["case"]
+            bench = None
+            gc.collect()
+            try:
+                sub = subs.get(case["substrate"]) or Substrate(case["substrate"])
+                subs[case["substrate"]] = sub
+                if case["kind"] == "bijector":
+                    bench = bijector_case(sub, case)
+                elif case["kind"] == "e2e":
+                    bench = e2e_case(sub, case)
+                else:
+                    bench = Threads(sub, case)
+                reply({"ok": True})
+            except Exception as exc:  # a case this stack cannot run: recorded, not fatal
+                reply({"error": f"{type(exc).__name__}: {exc}"[:300]})
+        elif cmd == "batch":
+            reply({"value": bench.batch()})
+        elif cmd == "quit":
+            reply({"bye": True})
+            return
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", required=True)
-    parser.add_argument("--cases", required=True)
-    parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    if args.variant != "none":
-        import tfp_picklefix  # noqa: F401  (mode from TFP_PICKLEFIX_CACHE)
-    with open(args.cases) as f:
-        cases = json.load(f)
-    subs = {}
-    results = []
-    for case in cases:
-        name = case["substrate"]
-        try:
-            if name not in subs:
-                subs[name] = Substrate(name)
-            sub = subs[name]
-            kind = case["kind"]
-            gc.collect()
-            if kind == "bijector":
-                value = run_bijector_case(sub, case)
-            elif kind == "e2e":
-                value = run_e2e_case(sub, case)
-            else:
-                value = run_threads_case(sub, case)
-            results.append({"id": case["id"], "value": value})
-        except Exception as exc:  # a case this stack cannot run: recorded, not fatal
-            results.append({"id": case["id"], "error": f"{type(exc).__name__}: {exc}"[:300]})
-    versions = {}
-    for dist in ("tensorflow", "tensorflow-probability", "tfp-nightly", "jax", "gpflow", "numpy"):
-        try:
-            from importlib import metadata
-
-            versions[dist] = metadata.version(dist)
-        except Exception:
-            pass
-    with open(args.out, "w") as f:
-        json.dump({"variant": args.variant, "results": results, "versions": versions,
-                   "python": sys.version.split()[0],
-                   "status": str(sys.modules["tfp_picklefix"].status())
-                   if "tfp_picklefix" in sys.modules else "not imported"}, f)
+    serve(args.variant)
 
 
 if __name__ == "__main__":
