@@ -160,6 +160,18 @@ def test_both_directions_are_dropped_once_the_output_is_collected(sub, impl):
     assert bij._cache.items() == []
 
 
+def test_a_bijector_that_returns_its_input_keeps_nothing_alive(sub, impl):
+    tfb = api(sub).bijectors
+    for bij in (tfb.Identity(), tfb.Chain([]), tfb.Invert(tfb.Identity())):
+        x = value(sub, [0.5, 1.5])
+        x_ref = weakref.ref(x)
+        y = bij.forward(x)
+        assert y is x and bij.inverse(y) is x
+        del x, y
+        collect()
+        assert x_ref() is None, type(bij).__name__
+
+
 def test_equal_bijectors_share_entries(sub, impl):
     tfb = api(sub).bijectors
     x = value(sub, [0.5, 1.5])

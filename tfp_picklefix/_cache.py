@@ -265,6 +265,14 @@ def _same(refs, leaves):
     return True
 
 
+def _shares_leaf(leaves, others):
+    for leaf in leaves:
+        for other in others:
+            if leaf is other:
+                return True
+    return False
+
+
 class _Edge(object):
     """One computed transformation: side A (the input of the call) and side B (its output).
 
@@ -756,14 +764,12 @@ class PicklefixBijectorCache(object):
         entries = storage.entries
         lock = storage.lock
         lock.acquire()
-        if storage.pending:
-            try:
+        try:
+            if storage.pending:
                 storage.purge()
-            except BaseException:
-                lock.release()
-                raise
-        known = key in entries
-        lock.release()
+            known = key in entries
+        finally:
+            lock.release()
         if known:
             return self._lookup_any(value, fn, inv_fn, kwargs)
         attrs = {}
@@ -780,7 +786,8 @@ class PicklefixBijectorCache(object):
         try:
             if storage.pending:
                 storage.purge()
-            simple = not (key in entries or out_key in entries or id(output) in held)
+            simple = not (key in entries or out_key in entries or id(output) in held
+                          or output is value)
             if simple:
                 a_ref = _Ref(value, None)  # held while the output lives; its death drops all
                 a_ref.key = key
@@ -872,7 +879,9 @@ class PicklefixBijectorCache(object):
                 elif edge.attrs is not attrs:
                     for name, item in attrs.items():  # greedy attributes of this call
                         edge.attrs.setdefault(name, item)
-            held = storage.can_hold(out_leaves)
+            # An output that is (or contains) the input itself, as Identity returns,
+            # must not be kept alive through its own input: then nothing is held.
+            held = storage.can_hold(out_leaves) and not _shares_leaf(out_leaves, leaves)
             if edge is None:
                 # While the output lives the input is held, and the output's death
                 # drops the edge: the input needs no callback of its own.
