@@ -93,7 +93,7 @@ class Substrate:
 
 
 BATCH_SECONDS = float(os.environ.get("TFP_PICKLEFIX_BENCH_BATCH_SECONDS", 0.015))
-THREAD_SECONDS = float(os.environ.get("TFP_PICKLEFIX_BENCH_THREAD_SECONDS", 0.5))
+THREAD_SECONDS = float(os.environ.get("TFP_PICKLEFIX_BENCH_THREAD_SECONDS", 0.25))
 
 
 class Timed:
@@ -139,7 +139,8 @@ def bijector_case(sub, case):
     elif op == "fldj":
         call = lambda x: bij.forward_log_det_jacobian(x, event_ndims=nd)  # noqa: E731
     else:
-        call = lambda y: bij.inverse_log_det_jacobian(y, event_ndims=nd)  # noqa: E731
+        nd_y = 2 if case["bijector"] == "FillScaleTriL" else nd  # its outputs are matrices
+        call = lambda y: bij.inverse_log_det_jacobian(y, event_ndims=nd_y)  # noqa: E731
     if op in ("inverse", "ildj"):
         base = np.asarray(bij.forward(make(base)))  # a valid output-space value
 
@@ -240,6 +241,11 @@ def reply(obj):
 
 
 def serve(variant):
+    cpu = os.environ.get("TFP_PICKLEFIX_BENCH_CPU")
+    if cpu and hasattr(os, "sched_setaffinity"):
+        # Every variant on the same core: batches take turns on it, so no variant runs
+        # on a core whose hyperthread sibling happens to be busier.
+        os.sched_setaffinity(0, {int(cpu)})
     if variant != "none":
         import tfp_picklefix  # noqa: F401  (mode from TFP_PICKLEFIX_CACHE)
     subs = {}
@@ -263,7 +269,7 @@ def serve(variant):
         elif cmd == "setup":
             case = msg["case"]
             bench = None
-            gc.collect()
+            gc.collect(1)  # young objects only: a full collection costs more each case
             try:
                 sub = subs.get(case["substrate"]) or Substrate(case["substrate"])
                 subs[case["substrate"]] = sub

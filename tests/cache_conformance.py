@@ -271,6 +271,27 @@ def test_defect_numpy_inputs_keep_writeable(request, impl):
     np.testing.assert_allclose(bij.forward(a), np.exp([3.0, 2.0]))  # ... and gets no stale result
 
 
+@pytest.mark.parametrize("n", [2, 100000])  # snapshots: bytes when small, arrays when large
+def test_defect_numpy_arrays_changed_in_place_give_no_stale_results(request, impl, n):
+    expect_defect_on_upstream(request, impl)
+    if "numpy" not in SUBSTRATES:
+        pytest.skip("no NumPy substrate here")
+    tfb = api("numpy").bijectors
+    bij = tfb.Exp()
+    a = np.linspace(-1.0, 1.0, n)
+    y = bij.forward(a)
+    assert bij.forward(a) is y and bij.inverse(y) is a  # cached while unchanged
+    a[::-1].sort()  # a permutation of the same values
+    np.testing.assert_allclose(bij.forward(a), np.exp(a))
+    y = bij.forward(a)
+    y[0] = 5.0  # the caller changes an output ...
+    np.testing.assert_allclose(bij.inverse(y)[0], np.log(5.0))  # ... and inverting it sees that
+    np.testing.assert_allclose(bij.forward(a), np.exp(a))
+    y = bij.forward(a)
+    a[0] = 7.0  # the caller changes an input whose output is cached ...
+    np.testing.assert_allclose(bij.inverse(y)[0], np.log(y[0]))  # ... the inverse is not stale
+
+
 def test_defect_unbound_clear_empties_the_cache(request, sub, impl):
     expect_defect_on_upstream(request, impl)
     tfb = api(sub).bijectors

@@ -1,0 +1,125 @@
+"""The acceptance figures, read from committed results (Markdown on stdout).
+
+    python -m benchmarks.summary [benchmarks/results/<tag> ...]
+
+Without arguments: every folder under benchmarks/results/. For each it checks the
+figures the benchmark issue asks for and prints them with the cases that miss:
+compiled paths within 0.98-1.02 of TFP as shipped, eager paths no slower than it
+(median ratio <= 1.02), cache misses of Exp, Softplus and the Chain of 3 at most half
+its time, the cache's cost over no cache at all (<= 1.15), legacy ratios within
+0.98-1.02, and live FuncGraphs after the traced-and-discarded functions.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+from typing import List
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORE = ("Exp", "Softplus", "Chain3")
+COMPILED = ("tf_function", "xla", "jit")
+
+
+def _name(case):
+    if case["kind"] == "bijector":
+        return (f"{case['substrate']} {case['bijector']} n={case['size']:g} {case['op']} "
+                f"{case['exec']} {case['cache']}")
+    if case["kind"] == "threads":
+        return f"{case['substrate']} {case['threads']} threads"
+    return f"{case['substrate']} {case['name']} {case['exec']}"
+
+
+def _fmt(r):
+    return f"{r['median']:.2f} [{r['min']:.2f}, {r['max']:.2f}]"
+
+
+def _check(lines, title, rows, variant, ok, show=8):
+    """One line: how many of ``rows`` meet ``ok`` for ``variant``, and the misses."""
+    got = [(row, row["ratio"][variant]) for row in rows if variant in row["ratio"]]
+    if not got:
+        return
+    bad = [(row, r) for row, r in got if not ok(r)]
+    meds = [r["median"] for _, r in got]
+    lines.append(f"- {title} ({variant}): {len(got) - len(bad)}/{len(got)} cases meet it; "
+                 f"median ratios {min(meds):.2f}-{max(meds):.2f}")
+    for row, r in sorted(bad, key=lambda p: -p[1]["median"])[:show]:
+        lines.append(f"  - misses: {_name(row['case'])}: {_fmt(r)}")
+    if len(bad) > show:
+        lines.append(f"  - ... and {len(bad) - show} more")
+
+
+def _spread(lines, rows, variant):
+    """The median over cases of the per-case median ratios, and how many are within 5 %."""
+    meds = sorted(r["ratio"][variant]["median"] for r in rows if variant in r["ratio"])
+    if meds:
+        mid = meds[len(meds) // 2]
+        near = sum(1 for m in meds if 0.95 <= m <= 1.05)
+        lines.append(f"  - over all {len(meds)} cases: median ratio {mid:.3f}; "
+                     f"{near} within 0.95-1.05")
+
+
+def summarize(folder: str) -> List[str]:
+    with open(os.path.join(folder, "results.json")) as f:
+        data = json.load(f)
+    meta, rows = data["meta"], data["rows"]
+    legacy = "package" in {v for row in rows for v in row["ratio"]}
+    lines = [f"### {os.path.basename(folder)}", "",
+             f"{meta['when']}, {meta['machine']}, Python {meta['python']}, "
+             f"{json.dumps(meta['versions'])}, {meta['repeats']} rounds, {meta.get('seconds')} s", ""]
+    bij = [r for r in rows if r["case"]["kind"] == "bijector"]
+    compiled = [r for r in bij if r["case"]["exec"] in COMPILED]
+    eager = [r for r in rows if r["case"].get("exec") not in COMPILED and r["case"]["kind"] != "threads"]
+    within = lambda r: 0.98 <= r["median"] <= 1.02  # noqa: E731
+    timed = [r for r in rows if r["case"]["kind"] != "threads"]
+    if legacy:
+        _check(lines, "legacy: package / none within 0.98-1.02", timed, "package", within)
+        _spread(lines, timed, "package")
+        return lines + [""]
+    for variant in ("fixed", "upstream"):
+        _check(lines, "compiled: median of per-round ratios within 0.98-1.02", compiled, variant,
+               within)
+        _spread(lines, compiled, variant)
+        got = [(r, r["ratio_best"][variant]) for r in compiled if variant in r.get("ratio_best", {})]
+        if got:
+            bad = [(r, x) for r, x in got if not 0.98 <= x <= 1.02]
+            lines.append(f"- compiled: best-of-rounds ratio within 0.98-1.02 ({variant}): "
+                         f"{len(got) - len(bad)}/{len(got)} cases; range "
+                         f"{min(x for _, x in got):.3f}-{max(x for _, x in got):.3f}")
+            for r, x in sorted(bad, key=lambda p: -abs(p[1] - 1))[:8]:
+                lines.append(f"  - misses: {_name(r['case'])}: {x:.3f}")
+    _check(lines, "eager: no slower than TFP as shipped (median <= 1.02)", eager, "fixed",
+           lambda r: r["median"] <= 1.02)
+    misses = [r for r in bij if r["case"]["exec"] not in COMPILED and r["case"]["cache"] == "miss"
+              and r["case"]["bijector"] in CORE]
+    _check(lines, "eager misses of Exp/Softplus/Chain3: <= 0.5 of TFP as shipped", misses, "fixed",
+           lambda r: r["median"] <= 0.5)
+    small = [r for r in misses if r["case"]["size"] <= 1000]
+    _check(lines, "eager misses (sizes 1, 1000): cache cost over no cache <= 1.15", small,
+           "fixed_vs_off", lambda r: r["median"] <= 1.15, show=40)
+    hits = {(_name(r["case"]).replace(" hit", "")): r for r in bij if r["case"]["cache"] == "hit"}
+    cheaper = [(name, r["median"]["fixed"], m["median"]["fixed"]) for name, r in hits.items()
+               for m in misses if _name(m["case"]).replace(" miss", "") == name
+               and "fixed" in r["median"] and "fixed" in m["median"]]
+    if cheaper:
+        n_ok = sum(1 for _, h, m in cheaper if h < m)
+        lines.append(f"- hits cost less than misses (fixed): {n_ok}/{len(cheaper)} cases")
+    for m in data.get("memory", []):
+        if m["variant"] == "fixed":
+            lines.append(f"- memory, {m['scenario']}: {m['funcgraphs']} live FuncGraphs after "
+                         f"{m['n']} discarded traces (fixed), RSS {m['rss_growth_mb']} MB")
+    return lines + [""]
+
+
+def main(argv=None) -> int:
+    folders = (argv if argv is not None else sys.argv[1:]) or sorted(
+        os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "benchmarks", "results", "*",
+                                                          "results.json")))
+    for folder in folders:
+        print("\n".join(summarize(folder)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
