@@ -349,6 +349,20 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=()):
     fig.savefig(os.path.join(outdir, "ratios.png"), dpi=110)
 
 
+def _json_run(python, script, args, variant):
+    """Run ``script`` (a path under the repository) for ``variant``; its last stdout line
+    is a JSON record. Returns it with the variant, or None and the error line."""
+    proc = subprocess.run([python, os.path.join(ROOT, *script.split("/"))] + args
+                          + (["--no-package"] if variant == "none" else []),
+                          env=_env(variant), capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        err = proc.stderr.strip()
+        return None, (err.splitlines()[-1][:300] if err else f"exit {proc.returncode}")
+    rec = json.loads(proc.stdout.strip().splitlines()[-1])
+    rec["variant"] = variant
+    return rec, None
+
+
 def memory_runs(python, n, variants):
     """Live FuncGraphs and RSS over traced-and-discarded tf.functions (``n`` traces with
     the package's cache, n/10 for the others: enough to show upstream's growth)."""
@@ -356,13 +370,9 @@ def memory_runs(python, n, variants):
     for scenario in ("chain", "softplus"):
         for variant in variants:
             count = n if variant == "fixed" else max(n // 10, 50)
-            proc = subprocess.run([python, os.path.join(ROOT, "tests", "leak_traces.py"),
-                                   "--scenario", scenario, "--n", str(count)]
-                                  + (["--no-package"] if variant == "none" else []),
-                                  env=_env(variant), capture_output=True, text=True, cwd=ROOT)
-            if proc.returncode == 0:
-                rec = json.loads(proc.stdout.strip().splitlines()[-1])
-                rec["variant"] = variant
+            rec, _ = _json_run(python, "tests/leak_traces.py",
+                               ["--scenario", scenario, "--n", str(count)], variant)
+            if rec is not None:
                 out.append(rec)
     return out
 
@@ -372,18 +382,10 @@ def eager_memory_runs(python, n, variants, substrates):
     out = []
     for substrate in substrates:
         for variant in variants:
-            proc = subprocess.run([python, os.path.join(ROOT, "benchmarks", "eager_memory.py"),
-                                   "--substrate", substrate, "--n", str(n)]
-                                  + (["--no-package"] if variant == "none" else []),
-                                  env=_env(variant), capture_output=True, text=True, cwd=ROOT)
-            if proc.returncode == 0:
-                rec = json.loads(proc.stdout.strip().splitlines()[-1])
-                rec["variant"] = variant
-                out.append(rec)
-            else:
-                out.append({"substrate": substrate, "variant": variant, "n": n,
-                            "error": proc.stderr.strip().splitlines()[-1][:300]
-                            if proc.stderr.strip() else f"exit {proc.returncode}"})
+            rec, err = _json_run(python, "benchmarks/eager_memory.py",
+                                 ["--substrate", substrate, "--n", str(n)], variant)
+            out.append(rec if rec is not None else
+                       {"substrate": substrate, "variant": variant, "n": n, "error": err})
     return out
 
 
