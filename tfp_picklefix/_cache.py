@@ -175,12 +175,8 @@ def _output_parts(output):
     kind = _kinds.get(type(output))
     if kind is None:
         kind = _kind_of(output)
-    if kind == _SCALAR:
-        import numpy as np
-
-        output = np.array(output)
-        return output, (output,), None, id(output), None, None
-    if kind == _EAGER or kind == _NDARRAY:
+    if kind == _SCALAR or kind == _EAGER or kind == _NDARRAY:
+        output = _containerize(output)  # scalars become 0-d arrays
         return output, (output,), None, id(output), None, None
     if kind == _GRAPH:
         return output, (output,), None, id(output), None, output
@@ -350,8 +346,7 @@ class _Edge(object):
         out = _live(self.b_refs, self.b_def)
         if out is None or self.b_snaps is None:
             return out
-        leaves = [r() for r in self.b_refs]
-        return out if _unchanged(leaves, self.b_snaps) else None
+        return out if _unchanged(_live_leaves(self.b_refs), self.b_snaps) else None
 
 
 def _death_callback(storage):
@@ -726,12 +721,7 @@ class PicklefixBijectorCache(object):
 
     def _token(self):
         """(weakref, token, serial, class) of the bound bijector."""
-        bijector = self._bijector
-        tokens = self._s.tokens
-        rec = tokens.by_id.get(id(bijector))
-        if rec is None or rec[0]() is not bijector:
-            rec = tokens.slow(bijector)
-        return rec
+        return self._s.tokens.lookup(self._bijector)
 
     def _find(self, storage, key, leaves):
         """The usable (edge, is_a) under ``key`` for ``leaves``, or None. Lock held.
@@ -756,6 +746,24 @@ class PicklefixBijectorCache(object):
             return found
         storage.drop_edge(edge)
         return None
+
+    def _answer(self, storage, key, leaves):
+        """(the cached answer, None), or (None, the live edge for ``key`` that has no
+        output yet, or None). Lock held. A cached output that was modified in place is
+        dropped."""
+        found = self._find(storage, key, leaves)
+        if found is None:
+            return None, None
+        edge, is_a = found
+        if not is_a:
+            return edge.input(), None
+        if edge.b_refs is None:
+            return None, edge  # log-det-Jacobians computed before: keep them
+        out = edge.checked_output()
+        if out is not None:
+            return out, None
+        storage.drop_edge(edge)
+        return None, None
 
     def _new_edge(self, storage, key, leaves, treedef, rec, callback, attrs):
         edge = _Edge(key, _refs(leaves, callback, key), treedef, _snapshot(leaves),
@@ -871,21 +879,10 @@ class PicklefixBijectorCache(object):
         with storage.lock:
             if storage.pending:
                 storage.purge()
-            found = self._find(storage, key, leaves)
-            if found is None:
-                attrs = {}
-            else:
-                edge, is_a = found
-                if not is_a:
-                    return edge.input()
-                if edge.b_refs is not None:
-                    out = edge.checked_output()
-                    if out is not None:
-                        return out
-                    storage.drop_edge(edge)  # the cached output was modified in place
-                    attrs = {}
-                else:
-                    attrs = edge.attrs  # log-det-Jacobians computed before: keep them
+            answer, edge = self._answer(storage, key, leaves)
+            if answer is not None:
+                return answer
+            attrs = {} if edge is None else edge.attrs
         # Compute outside the lock: other threads (and nested bijectors) keep going.
         output = self._invoke(value, fn, kwargs, attrs)
         return self._store(storage, rec, key, leaves, treedef, value, output, inv_fn, kw, attrs)
@@ -902,21 +899,12 @@ class PicklefixBijectorCache(object):
         with storage.lock:
             if storage.pending:
                 storage.purge()
-            found = self._find(storage, key, leaves)
-            edge = None
-            if found is not None:
-                edge, is_a = found
-                if not is_a:
-                    return edge.input()
-                if edge.b_refs is not None:
-                    winner = edge.checked_output()
-                    if winner is not None:
-                        return winner  # another thread finished first: one answer for all
-                    storage.drop_edge(edge)
-                    edge = None
-                elif edge.attrs is not attrs:
-                    for name, item in attrs.items():  # greedy attributes of this call
-                        edge.attrs.setdefault(name, item)
+            winner, edge = self._answer(storage, key, leaves)
+            if winner is not None:
+                return winner  # another thread finished first: one answer for all
+            if edge is not None and edge.attrs is not attrs:
+                for name, item in attrs.items():  # greedy attributes of this call
+                    edge.attrs.setdefault(name, item)
             # An output that is (or contains) the input itself, as Identity returns,
             # must not be kept alive through its own input: then nothing is held.
             held = storage.can_hold(out_leaves) and not _shares_leaf(out_leaves, leaves)
