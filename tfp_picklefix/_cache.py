@@ -308,22 +308,26 @@ class _Edge(object):
     """One computed transformation: side A (the input of the call) and side B (its output).
 
     A is held strongly while B lives (so that B can be mapped back to A); B weakly.
+    An edge made for a single tensor that is held (the common case) has no weak
+    references to side A (``a_refs`` is None): ``a_strong`` is side A while the edge
+    is stored.
     """
 
     __slots__ = ("a_key", "b_key", "a_strong", "a_refs", "a_def", "a_held", "b_refs", "b_def",
                  "a_snaps", "b_snaps", "attrs", "owner", "owner_cls", "bijector")
 
-    def __init__(self, a_key, a_refs, a_def, a_snaps, owner, owner_cls, bijector, attrs):
+    def __init__(self, a_key, a_refs, a_def, a_snaps, owner, owner_cls, bijector, attrs,
+                 a_strong=None, a_held=(), b_key=None, b_refs=None, b_snaps=None):
         self.a_key = a_key
-        self.b_key = None
-        self.a_strong = None
+        self.b_key = b_key
+        self.a_strong = a_strong
         self.a_refs = a_refs
         self.a_def = a_def
-        self.a_held = ()       # ids counted in the storage's ``held`` while a_strong is set
-        self.b_refs = None
+        self.a_held = a_held   # ids counted in the storage's ``held`` while a_strong is set
+        self.b_refs = b_refs
         self.b_def = None
         self.a_snaps = a_snaps
-        self.b_snaps = None
+        self.b_snaps = b_snaps
         self.attrs = attrs
         self.owner = owner
         self.owner_cls = owner_cls
@@ -337,6 +341,18 @@ class _Edge(object):
             return self.a_strong
         return _live(self.a_refs, self.a_def)
 
+    def a_leaves(self):
+        """The leaves of side A (None for a dead one)."""
+        if self.a_refs is None:
+            return [self.a_strong]
+        return [r() for r in self.a_refs]
+
+    def is_a(self, leaves):
+        """Whether side A is exactly ``leaves`` (ids are reused once objects die)."""
+        if self.a_refs is None:
+            return len(leaves) == 1 and self.a_strong is leaves[0]
+        return _same(self.a_refs, leaves)
+
     def output(self):
         """Side B, if it is still alive (else None)."""
         return _live(self.b_refs, self.b_def)
@@ -349,35 +365,58 @@ class _Edge(object):
         return out if _unchanged(_live_leaves(self.b_refs), self.b_snaps) else None
 
 
+_new = object.__new__
+
+
 def _death_callback(storage):
     """One weakref callback per storage. It enqueues the dead reference, and purges at
     once only if the lock is free (else the lock holder purges): it never blocks, never
     raises, and cannot race with a lookup."""
     pending = storage.pending
+    lock = storage.lock
+    entries = storage.entries
     storage_ref = weakref.ref(storage)
 
     def callback(ref):
-        pending.append(ref)
-        storage = storage_ref()
-        if storage is not None and storage.lock.acquire(False):
-            try:
-                storage.purge()
-            except Exception:  # never raise from a weakref callback
+        if not lock.acquire(False):
+            pending.append(ref)  # the lock holder purges it
+            return
+        try:
+            storage = storage_ref()
+            if storage is None:
                 pass
-            finally:
-                storage.lock.release()
+            elif pending:
+                pending.append(ref)
+                storage.purge()
+            else:  # the usual case, inline: ``purge`` for this one reference
+                found = entries.get(ref.key)
+                if found is not None:
+                    edge = found[0]
+                    refs = edge.a_refs if found[1] else edge.b_refs
+                    if refs is not None and ref in refs:
+                        storage.drop_edge(edge)  # may release objects whose
+                        if pending:              # own callbacks queue more
+                            storage.purge()
+        except Exception:  # never raise from a weakref callback
+            pass
+        lock.release()
     return callback
 
 
 class _Storage(object):
     """Entries of one cache in one place (the process, or one graph), under one lock."""
 
+    # Slots, here and in _Shared/_Tokens: the hot path reads their attributes on every
+    # call, and a slot is one memory access where an instance dict is several (which
+    # shows in large eager programs, where these objects are rarely in the CPU cache).
+    __slots__ = ("lock", "entries", "by_owner", "pending", "held", "callback", "__weakref__")
+
     def __init__(self):
         # Not reentrant on purpose: a weakref callback that fires while this thread
         # holds the lock (GC inside a locked section) must not purge under our feet.
         self.lock = threading.Lock()
         self.entries = {}      # key -> (edge, is_side_a)
-        self.by_owner = {}     # owner serial -> set of keys
+        self.by_owner = {}     # owner serial -> set of its stored edges
         self.pending = collections.deque()  # references whose leaves died (from callbacks)
         self.held = {}         # id(leaf) -> how many edges hold that leaf strongly
         self.callback = _death_callback(self)
@@ -395,8 +434,8 @@ class _Storage(object):
             ref = pending.popleft()
             found = entries.get(ref.key)
             if found is not None:
-                edge, is_a = found
-                refs = edge.a_refs if is_a else edge.b_refs
+                edge = found[0]
+                refs = edge.a_refs if found[1] else edge.b_refs
                 if refs is not None and ref in refs:
                     self.drop_edge(edge)
 
@@ -423,48 +462,45 @@ class _Storage(object):
             held[i] = held.get(i, 0) + 1
         edge.a_held = ids
 
-    def release(self, edge):
-        held = self.held
-        for i in edge.a_held:
-            n = held.get(i, 0) - 1
-            if n > 0:
-                held[i] = n
-            else:
-                held.pop(i, None)
-        edge.a_held = ()
-        edge.a_strong = None
-
     def add(self, key, edge, is_a):
         self.entries[key] = (edge, is_a)
-        keys = self.by_owner.get(edge.owner)
-        if keys is None:
-            self.by_owner[edge.owner] = {key}
+        edges = self.by_owner.get(edge.owner)
+        if edges is None:
+            self.by_owner[edge.owner] = {edge}
         else:
-            keys.add(key)
+            edges.add(edge)
 
     def drop_edge(self, edge):
         """Remove both directions of ``edge`` (where they still point to it)."""
         entries = self.entries
-        owner = edge.owner
-        keys = self.by_owner.get(owner)
-        for key in (edge.a_key, edge.b_key):
-            if key is not None:
-                found = entries.get(key)
-                if found is not None and found[0] is edge:
-                    del entries[key]
-                    if keys is not None:
-                        keys.discard(key)
-        if keys is not None and not keys:
-            del self.by_owner[owner]
+        key = edge.a_key
+        found = entries.get(key)
+        if found is not None and found[0] is edge:
+            del entries[key]
+        key = edge.b_key
+        if key is not None:
+            found = entries.get(key)
+            if found is not None and found[0] is edge:
+                del entries[key]
+        edges = self.by_owner.get(edge.owner)
+        if edges is not None:
+            edges.discard(edge)
+            if not edges:
+                del self.by_owner[edge.owner]
         if edge.a_held:
-            self.release(edge)
+            held = self.held
+            for i in edge.a_held:
+                n = held.get(i, 0) - 1
+                if n > 0:
+                    held[i] = n
+                else:
+                    held.pop(i, None)
+            edge.a_held = ()
         edge.a_strong = None
 
     def clear_owner(self, serial):
-        for key in list(self.by_owner.get(serial, ())):
-            found = self.entries.get(key)
-            if found is not None:
-                self.drop_edge(found[0])
+        for edge in list(self.by_owner.get(serial, ())):
+            self.drop_edge(edge)
         self.by_owner.pop(serial, None)
 
     def clear_where(self, predicate):
@@ -488,6 +524,8 @@ class _Tokens(object):
     Computed once per bijector instance (Bijector.__hash__/__eq__ walk the whole
     parameterization); the per-instance record is dropped when the bijector dies.
     """
+
+    __slots__ = ("lock", "by_id", "by_hash", "serials", "tokens", "dead")
 
     def __init__(self):
         self.lock = threading.RLock()
@@ -554,11 +592,14 @@ def _safe_eq(a, b):
 class _Shared(object):
     """State shared by a class-level cache and every view bound from it."""
 
+    __slots__ = ("forward_name", "inverse_name", "eager", "tokens", "by_id", "storages", "lock")
+
     def __init__(self, forward_name, inverse_name):
         self.forward_name = forward_name
         self.inverse_name = inverse_name
         self.eager = _Storage()
         self.tokens = _Tokens()
+        self.by_id = self.tokens.by_id  # the hot path's shortcut
         self.storages = weakref.WeakSet()  # eager + one per graph that has entries
         self.storages.add(self.eager)
         self.lock = threading.Lock()
@@ -644,8 +685,10 @@ class PicklefixBijectorCache(object):
                         continue
                     if cls is not None and not issubclass(edge.owner_cls, cls):
                         continue
-                    refs = edge.a_refs if is_a else edge.b_refs
-                    leaves = [r() for r in refs] if refs is not None else [None]
+                    if is_a:
+                        leaves = edge.a_leaves()
+                    else:
+                        leaves = _live_leaves(edge.b_refs) if edge.b_refs is not None else [None]
                     if any(leaf is None for leaf in leaves):
                         continue
                     value = leaves[0] if len(leaves) == 1 else leaves
@@ -734,14 +777,14 @@ class PicklefixBijectorCache(object):
             return None
         edge, is_a = found
         if is_a:
-            usable = _same(edge.a_refs, leaves)
+            usable = edge.is_a(leaves)
             snaps = edge.a_snaps
         else:
             usable = _same(edge.b_refs, leaves) and edge.input() is not None
             snaps = edge.b_snaps
             if usable and edge.a_snaps is not None:
                 # The answer is the input: it must not have been changed in place either.
-                usable = _unchanged(_live_leaves(edge.a_refs), edge.a_snaps)
+                usable = _unchanged(edge.a_leaves(), edge.a_snaps)
         if usable and (snaps is None or _unchanged(leaves, snaps)):
             return found
         storage.drop_edge(edge)
@@ -802,32 +845,27 @@ class PicklefixBijectorCache(object):
             return self._lookup_any(value, fn, inv_fn, kwargs)
         shared = self._s
         bijector = self._bijector
-        rec = shared.tokens.by_id.get(id(bijector))
+        rec = shared.by_id.get(id(bijector))
         if rec is None or rec[0]() is not bijector:
             rec = shared.tokens.slow(bijector)
         key = (rec[1], fn, id(value), None, ())
         storage = shared.eager
         entries = storage.entries
-        lock = storage.lock
-        lock.acquire()
-        try:
-            if storage.pending:
-                storage.purge()
-            known = key in entries
-        finally:
-            lock.release()
-        if known:
+        if key in entries:  # a plain read; whatever it finds is checked under the lock
             return self._lookup_any(value, fn, inv_fn, kwargs)
         attrs = {}
         output = self._invoke(value, fn, kwargs, attrs)
         out_kind = _kinds.get(type(output))
-        if out_kind == _SCALAR:
-            output = _containerize(output)
-            out_kind = _NDARRAY
-        if out_kind != _EAGER and out_kind != _NDARRAY:
-            return self._store(storage, rec, key, (value,), None, value, output, inv_fn, (), attrs)
+        if out_kind != kind:
+            if out_kind == _SCALAR:
+                output = _containerize(output)
+                out_kind = _NDARRAY
+            if out_kind != _EAGER and out_kind != _NDARRAY:
+                return self._store(storage, rec, key, (value,), None, value, output, inv_fn, (),
+                                   attrs)
         out_key = (rec[1], inv_fn, id(output), None, ())
         held = storage.held
+        lock = storage.lock
         lock.acquire()
         try:
             if storage.pending:
@@ -835,29 +873,43 @@ class PicklefixBijectorCache(object):
             simple = not (key in entries or out_key in entries or id(output) in held
                           or output is value)
             if simple:
-                a_ref = _Ref(value, None)  # held while the output lives; its death drops all
-                a_ref.key = key
+                # The input is held while the output lives (no weak reference to it);
+                # the output's death drops the edge. (Built slot by slot: a third of
+                # the cost of calling ``_Edge(...)``.)
                 b_ref = _Ref(output, storage.callback)
                 b_ref.key = out_key
-                edge = _Edge(key, [a_ref], None, None, rec[2], rec[3], bijector, attrs)
-                if kind == _NDARRAY and value.flags.writeable:
-                    edge.a_snaps = [_snap_of(value)]
-                edge.b_refs = [b_ref]
-                edge.b_key = out_key
-                if out_kind == _NDARRAY and output.flags.writeable:
-                    edge.b_snaps = [_snap_of(output)]
-                edge.a_strong = value
                 ident = id(value)
-                held[ident] = held.get(ident, 0) + 1
+                edge = _new(_Edge)
+                edge.a_key = key
+                edge.b_key = out_key
+                edge.a_strong = value
+                edge.a_refs = None
+                edge.a_def = None
                 edge.a_held = (ident,)
+                edge.b_refs = [b_ref]
+                edge.b_def = None
+                if kind == _NDARRAY and value.flags.writeable:  # inline _snap_of
+                    edge.a_snaps = [(value.shape, value.dtype, value.tobytes())
+                                    if value.nbytes < _SMALL else _snap_of(value)]
+                else:
+                    edge.a_snaps = None
+                if out_kind == _NDARRAY and output.flags.writeable:
+                    edge.b_snaps = [(output.shape, output.dtype, output.tobytes())
+                                    if output.nbytes < _SMALL else _snap_of(output)]
+                else:
+                    edge.b_snaps = None
+                edge.attrs = attrs
+                edge.owner = rec[2]
+                edge.owner_cls = rec[3]
+                edge.bijector = bijector
+                held[ident] = held.get(ident, 0) + 1
                 entries[key] = (edge, True)
                 entries[out_key] = (edge, False)
-                keys = storage.by_owner.get(rec[2])
-                if keys is None:
-                    storage.by_owner[rec[2]] = {key, out_key}
+                edges = storage.by_owner.get(rec[2])
+                if edges is None:
+                    storage.by_owner[rec[2]] = {edge}
                 else:
-                    keys.add(key)
-                    keys.add(out_key)
+                    edges.add(edge)
         finally:
             lock.release()
         if simple:
