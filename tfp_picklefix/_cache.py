@@ -592,7 +592,8 @@ def _safe_eq(a, b):
 class _Shared(object):
     """State shared by a class-level cache and every view bound from it."""
 
-    __slots__ = ("forward_name", "inverse_name", "eager", "tokens", "by_id", "storages", "lock")
+    __slots__ = ("forward_name", "inverse_name", "eager", "tokens", "by_id", "storages", "lock",
+                 "__weakref__")  # per-graph storages are keyed by it, weakly
 
     def __init__(self, forward_name, inverse_name):
         self.forward_name = forward_name
