@@ -292,6 +292,29 @@ def test_defect_numpy_arrays_changed_in_place_give_no_stale_results(request, imp
     np.testing.assert_allclose(bij.inverse(y)[0], np.log(y[0]))  # ... the inverse is not stale
 
 
+def test_defect_numpy_large_snapshots_in_reused_memory_stay_apart(request, impl):
+    """Large snapshots reuse the memory of dropped edges: live edges never share it."""
+    expect_defect_on_upstream(request, impl)
+    if "numpy" not in SUBSTRATES:
+        pytest.skip("no NumPy substrate here")
+    tfb = api("numpy").bijectors
+    bij = tfb.Chain([tfb.Exp(), tfb.Shift(1.0)])
+    keep = []
+    for i in range(10):
+        a = np.full(100000, 0.1 * i)
+        y = bij.forward(a)
+        if i % 2:
+            keep.append((a, y))
+        del a, y  # every other edge dies: the next ones take over its snapshot memory
+    for a, y in keep:
+        assert bij.forward(a) is y and bij.inverse(y) is a  # unchanged arrays still hit
+    for a, y in keep:
+        a += 1.0  # changed in place: each is seen as changed, and only it
+        np.testing.assert_allclose(bij.forward(a), np.exp(a + 1.0))
+        np.testing.assert_allclose(bij.inverse(y), np.log(y) - 1.0)
+        assert bij.inverse(y) is not a
+
+
 def test_defect_unbound_clear_empties_the_cache(request, sub, impl):
     expect_defect_on_upstream(request, impl)
     tfb = api(sub).bijectors

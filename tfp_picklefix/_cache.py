@@ -217,7 +217,55 @@ def _snap_of(array):
         return None
     if array.nbytes < _SMALL or array.dtype.hasobject:
         return (array.shape, array.dtype, array.tobytes())
+    buf = _take_buffer(array.nbytes)
+    if buf is not None:
+        try:
+            data = buf.view(array.dtype).reshape(array.shape)
+            sys.modules["numpy"].copyto(data, array)
+            return (array.shape, array.dtype, data)
+        except Exception:  # a dtype that cannot view raw bytes: a plain copy below
+            pass
     return (array.shape, array.dtype, array.copy())
+
+
+# Large snapshots reuse the memory of dropped ones: a fresh multi-megabyte copy costs
+# page faults (measured: 2 ms for 4 MB in a loop of NumPy calls; 0.25 ms into reused
+# memory). At most _BUFFER_LIMIT bytes wait here; the unbound ``clear()`` frees them.
+_BUFFER_LIMIT = 64 << 20
+_buffers = {}          # nbytes -> [flat uint8 arrays]
+_buffer_bytes = [0]
+_buffers_lock = threading.Lock()
+
+
+def _take_buffer(nbytes):
+    with _buffers_lock:
+        bufs = _buffers.get(nbytes)
+        if not bufs:
+            return None
+        _buffer_bytes[0] -= nbytes
+        return bufs.pop()
+
+
+def _recycle(snaps):
+    """Keep the memory of a dropped edge's large snapshots for the next ones."""
+    for snap in snaps:
+        if snap is None or type(snap[2]) is bytes:
+            continue
+        data = snap[2]
+        nbytes = data.nbytes
+        if not data.flags.c_contiguous:
+            continue
+        flat = data.reshape(-1).view(sys.modules["numpy"].uint8)
+        with _buffers_lock:
+            if _buffer_bytes[0] + nbytes <= _BUFFER_LIMIT:
+                _buffers.setdefault(nbytes, []).append(flat)
+                _buffer_bytes[0] += nbytes
+
+
+def _free_buffers():
+    with _buffers_lock:
+        _buffers.clear()
+        _buffer_bytes[0] = 0
 
 
 def _snapshot(leaves):
@@ -487,6 +535,12 @@ class _Storage(object):
             edges.discard(edge)
             if not edges:
                 del self.by_owner[edge.owner]
+        if edge.a_snaps is not None:  # once: a second drop must not recycle it again
+            snaps, edge.a_snaps = edge.a_snaps, None
+            _recycle(snaps)
+        if edge.b_snaps is not None:
+            snaps, edge.b_snaps = edge.b_snaps, None
+            _recycle(snaps)
         if edge.a_held:
             held = self.held
             for i in edge.a_held:
@@ -516,6 +570,7 @@ class _Storage(object):
         self.by_owner.clear()
         self.pending.clear()
         self.held.clear()
+        _free_buffers()
 
 
 class _Tokens(object):
