@@ -3,7 +3,7 @@ PYTHON ?= python3
 STACKS ?= all
 STACK ?= modern
 
-.PHONY: test demo setup bench bench-quick bench-legacy clean
+.PHONY: test demo setup bench bench-quick bench-legacy bench-compiled clean
 
 test:
 	$(PYTHON) scripts/matrix.py test --stacks $(STACKS)
@@ -41,3 +41,12 @@ bench-legacy:
 	  (. .venvs/$$s/env.sh && $(BENCH_PYTHON) -m benchmarks --python .venvs/$$s/bin/python \
 	     --quick --repeats 3 --batches 5 --stack $$s) || exit 1; \
 	done
+
+# The compiled cases alone (tf.function, XLA on the default stack; jax.jit on
+# jax-nightly), 11 rounds of fresh processes: on a shared machine one process runs the
+# same compiled call up to 2x slower than another, which 3 rounds cannot resolve.
+bench-compiled:
+	$(PYTHON) scripts/matrix.py setup --stacks modern,jax-nightly
+	$(BENCH_PYTHON) -m pip install -q matplotlib
+	$(BENCH_PYTHON) -m benchmarks --compiled --substrates tf
+	$(BENCH_PYTHON) -m benchmarks --compiled --python .venvs/jax-nightly/bin/python --substrates jax --stack jax-nightly

@@ -31,6 +31,7 @@ OPS = ["forward", "inverse", "fldj", "ildj"]
 # The bijectors of the acceptance figures: every size, op and cache state (the others
 # at 1000 elements).
 CORE = ["Exp", "Softplus", "Chain3"]
+COMPILED = ("tf_function", "xla", "jit")
 
 
 def probe(python: str) -> Dict[str, object]:
@@ -279,7 +280,7 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=()):
             r = row["ratio"].get(c)
             rcells.append(f"{r['median']:.2f} [{r['min']:.2f}, {r['max']:.2f}]" if r else "-")
         lines.append(f"| {_fmt_case(case)} | " + " | ".join(cells) + " | " + " | ".join(rcells) + " |")
-    compiled = [r for r in rows if r["case"].get("exec") in ("tf_function", "xla", "jit")
+    compiled = [r for r in rows if r["case"].get("exec") in COMPILED
                 and r.get("ratio_best")]
     if compiled:
         cols = [v for v in variants if v != "none"]
@@ -403,6 +404,9 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu", action="store_true",
                         help="JAX-substrate GPU cases (sizes up to 1e8); with --allow-cpu, runs them on CPU")
     parser.add_argument("--allow-cpu", action="store_true")
+    parser.add_argument("--compiled", action="store_true",
+                        help="only the compiled cases (tf.function, XLA, jax.jit), 11 rounds by "
+                             "default: their per-process spread needs more rounds than 3")
     parser.add_argument("--match", default=None,
                         help="comma-separated; keep the cases whose id contains any of them")
     parser.add_argument("--cpu", type=int, default=None,
@@ -428,6 +432,8 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
     cases = cases_for(info, args.quick, args.gpu)
+    if args.compiled:
+        cases = [c for c in cases if c.get("exec") in COMPILED]
     if args.match:
         cases = [c for c in cases if any(m in c["id"] for m in args.match.split(","))]
     if args.cpu is not None and args.cpu >= 0:
@@ -438,10 +444,10 @@ def main(argv=None) -> int:
     if args.quick:
         for name, setting in QUICK_TIMING.items():
             os.environ.setdefault(name, setting)
-    repeats = args.repeats or (2 if args.quick else 3)
+    repeats = args.repeats or (11 if args.compiled else 2 if args.quick else 3)
     tag = args.tag or (("gpu-" if args.gpu else "cpu-") + f"{os.cpu_count()}core-{platform.machine()}"
                        + (f"-{args.stack}" if args.stack else ("-legacy" if info["legacy"] else ""))
-                       + ("-quick" if args.quick else ""))
+                       + ("-quick" if args.quick else "") + ("-compiled" if args.compiled else ""))
     outdir = args.out or os.path.join(ROOT, "benchmarks", "results", tag)
     batches = args.batches or (4 if args.quick else 5)
     start = time.time()
@@ -453,7 +459,8 @@ def main(argv=None) -> int:
             rounds.append(run_round(args.python, variants, cases, work, r, batches))
     rows = aggregate(cases, rounds, variants)
     memory, eager_memory = [], []
-    memory_n = args.memory_n if args.memory_n is not None else (0 if args.quick or args.gpu else 2000)
+    memory_n = args.memory_n if args.memory_n is not None else (
+        0 if args.quick or args.gpu or args.compiled else 2000)
     if info["tf"] and not info["legacy"] and memory_n:
         print(f"[bench] memory: traced-and-discarded tf.functions ({memory_n} traces)", flush=True)
         memory = memory_runs(args.python, memory_n, ["none", "fixed", "off"])

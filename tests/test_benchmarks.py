@@ -28,3 +28,22 @@ def test_gpu_case_list_runs_on_cpu(tmp_path):
     assert not [r for r in rows if r["errors"]], [r["errors"] for r in rows if r["errors"]][:3]
     assert all({"fixed", "upstream", "off"} <= set(r["ratio"]) for r in rows)
     assert os.path.exists(out / "results.md")
+
+
+def test_compiled_run_keeps_only_compiled_cases(tmp_path):
+    """``--compiled``: the compiled cases alone, for the many-round run (make bench-compiled)."""
+    if "tf" not in substrates():
+        pytest.skip("needs TFP's TF substrate")
+    out = tmp_path / "bench"
+    result = run_script(["-m", "benchmarks", "--compiled", "--substrates", "tf", "--repeats", "2",
+                         "--batches", "1", "--match", "Exp|miss", "--out", str(out)], timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        data = json.load(f)
+    rows = data["rows"]
+    assert rows and {r["case"]["exec"] for r in rows} == {"tf_function", "xla"}
+    assert not [r for r in rows if r["errors"]], [r["errors"] for r in rows if r["errors"]][:3]
+    # one list of batches per round, for every variant (none/fixed/upstream/off, or
+    # none/package on the legacy stacks)
+    assert all(len(per_round) == 2 for r in rows for per_round in r["batches"].values())
+    assert data["memory"] == [] and data["eager_memory"] == []
