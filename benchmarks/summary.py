@@ -17,18 +17,8 @@ import os
 import sys
 from typing import List
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORE = ("Exp", "Softplus", "Chain3")
-COMPILED = ("tf_function", "xla", "jit")
-
-
-def _name(case):
-    if case["kind"] == "bijector":
-        return (f"{case['substrate']} {case['bijector']} n={case['size']:g} {case['op']} "
-                f"{case['exec']} {case['cache']}")
-    if case["kind"] == "threads":
-        return f"{case['substrate']} {case['threads']} threads"
-    return f"{case['substrate']} {case['name']} {case['exec']}"
+from benchmarks.run import COMPILED, CORE, ROOT
+from benchmarks.run import _fmt_case as _name
 
 
 def _fmt(r):
