@@ -364,18 +364,17 @@ class _Edge(object):
     __slots__ = ("a_key", "b_key", "a_strong", "a_refs", "a_def", "a_held", "b_refs", "b_def",
                  "a_snaps", "b_snaps", "attrs", "owner", "owner_cls", "bijector")
 
-    def __init__(self, a_key, a_refs, a_def, a_snaps, owner, owner_cls, bijector, attrs,
-                 a_strong=None, a_held=(), b_key=None, b_refs=None, b_snaps=None):
+    def __init__(self, a_key, a_refs, a_def, a_snaps, owner, owner_cls, bijector, attrs):
         self.a_key = a_key
-        self.b_key = b_key
-        self.a_strong = a_strong
+        self.b_key = None
+        self.a_strong = None
         self.a_refs = a_refs
         self.a_def = a_def
-        self.a_held = a_held   # ids counted in the storage's ``held`` while a_strong is set
-        self.b_refs = b_refs
+        self.a_held = ()       # ids counted in the storage's ``held`` while a_strong is set
+        self.b_refs = None
         self.b_def = None
         self.a_snaps = a_snaps
-        self.b_snaps = b_snaps
+        self.b_snaps = None
         self.attrs = attrs
         self.owner = owner
         self.owner_cls = owner_cls
