@@ -302,6 +302,9 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=()):
                   "| scenario | variant | iterations | live FuncGraphs | RSS growth (MB) |",
                   "|---|---|---|---|---|"]
         for m in memory:
+            if "error" in m:
+                lines.append(f"| {m['scenario']} | {m['variant']} | {m['n']} | error: {m['error']} | |")
+                continue
             lines.append(f"| {m['scenario']} | {m['variant']} | {m['n']} | {m['funcgraphs']} | "
                          f"{m['rss_growth_mb']} |")
     if eager_memory:
@@ -371,10 +374,10 @@ def memory_runs(python, n, variants):
     for scenario in ("chain", "softplus"):
         for variant in variants:
             count = n if variant == "fixed" else max(n // 10, 50)
-            rec, _ = _json_run(python, "tests/leak_traces.py",
-                               ["--scenario", scenario, "--n", str(count)], variant)
-            if rec is not None:
-                out.append(rec)
+            rec, err = _json_run(python, "tests/leak_traces.py",
+                                 ["--scenario", scenario, "--n", str(count)], variant)
+            out.append(rec if rec is not None else
+                       {"scenario": scenario, "variant": variant, "n": count, "error": err})
     return out
 
 

@@ -96,7 +96,9 @@ def summarize(folder: str) -> List[str]:
         n_ok = sum(1 for _, h, m in cheaper if h < m)
         lines.append(f"- hits cost less than misses (fixed): {n_ok}/{len(cheaper)} cases")
     for m in data.get("memory", []):
-        if m["variant"] == "fixed":
+        if m["variant"] == "fixed" and "error" in m:
+            lines.append(f"- memory, {m['scenario']}: did not run (fixed): {m['error']}")
+        elif m["variant"] == "fixed":
             lines.append(f"- memory, {m['scenario']}: {m['funcgraphs']} live FuncGraphs after "
                          f"{m['n']} discarded traces (fixed), RSS {m['rss_growth_mb']} MB")
     return lines + [""]
