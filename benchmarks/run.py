@@ -107,6 +107,8 @@ def _env(variant):
     env.pop("TFP_PICKLEFIX", None)
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     env["TF_USE_LEGACY_KERAS"] = "1"
+    # Every variant's worker shares one GPU: JAX must not take 75 % of its memory each.
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if variant and variant not in ("none", "package"):
         env["TFP_PICKLEFIX_CACHE"] = variant
@@ -444,6 +446,9 @@ def main(argv=None) -> int:
     if args.substrates:
         wanted = set(args.substrates.split(","))
         cases = [c for c in cases if c["substrate"] in wanted]
+    if not cases:
+        print("no benchmark case matches --match/--substrates/--compiled", file=sys.stderr)
+        return 2
     if args.quick:
         for name, setting in QUICK_TIMING.items():
             os.environ.setdefault(name, setting)
@@ -454,12 +459,24 @@ def main(argv=None) -> int:
     outdir = args.out or os.path.join(ROOT, "benchmarks", "results", tag)
     batches = args.batches or (4 if args.quick else 5)
     start = time.time()
+
+    def meta_for(rounds):
+        first = rounds[0][variants[0]]
+        return {"tag": tag, "when": time.strftime("%Y-%m-%d %H:%M"), "python": first["python"],
+                "versions": first["versions"], "repeats": len(rounds), "quick": args.quick,
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}"
+                + (f"; JAX device {first['jax_device']}" if first.get("jax_device") else ""),
+                "seconds": round(time.time() - start)}
+
     with tempfile.TemporaryDirectory() as work:
         rounds = []
         for r in range(repeats):
             print(f"[bench] round {r + 1}/{repeats}: {len(cases)} cases x {len(variants)} variants "
                   f"x {batches} batches", flush=True)
             rounds.append(run_round(args.python, variants, cases, work, r, batches))
+            if r + 1 < repeats:
+                # The rounds so far, in case the run is cut short (a device lease ends).
+                write_report(outdir, meta_for(rounds), aggregate(cases, rounds, variants), variants, [])
     rows = aggregate(cases, rounds, variants)
     memory, eager_memory = [], []
     memory_n = args.memory_n if args.memory_n is not None else (
@@ -471,11 +488,7 @@ def main(argv=None) -> int:
         subs = [s for s in ("tf", "numpy", "jax") if s in {c["substrate"] for c in cases}]
         print(f"[bench] memory: long eager loops ({EAGER_MEMORY_N} calls)", flush=True)
         eager_memory = eager_memory_runs(args.python, EAGER_MEMORY_N, ["none", "fixed", "off"], subs)
-    first = rounds[0][variants[0]]
-    meta = {"tag": tag, "when": time.strftime("%Y-%m-%d %H:%M"), "python": first["python"],
-            "versions": first["versions"], "repeats": repeats, "quick": args.quick,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-            "seconds": round(time.time() - start)}
+    meta = meta_for(rounds)
     write_report(outdir, meta, rows, variants, memory, eager_memory)
     print(f"[bench] wrote {os.path.relpath(outdir, ROOT)}/results.md in {meta['seconds']} s")
     return 0

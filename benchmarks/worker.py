@@ -85,6 +85,7 @@ class Substrate:
             import jax.numpy as jnp
 
             self.jax = jax
+            self.jnp = jnp
             self.make = lambda a: jnp.asarray(a)
             self.block = jax.block_until_ready
         else:
@@ -94,6 +95,7 @@ class Substrate:
 
 BATCH_SECONDS = float(os.environ.get("TFP_PICKLEFIX_BENCH_BATCH_SECONDS", 0.015))
 THREAD_SECONDS = float(os.environ.get("TFP_PICKLEFIX_BENCH_THREAD_SECONDS", 0.25))
+INPUT_BYTES = int(float(os.environ.get("TFP_PICKLEFIX_BENCH_INPUT_BYTES", 4e9)))
 
 
 class Timed:
@@ -109,6 +111,11 @@ class Timed:
         block(fn(make() if fresh else self.x0))
         single = time.perf_counter() - t0
         self.n = max(2, min(5000, int(BATCH_SECONDS / max(single, 1e-7))))
+        if fresh:
+            # A batch's fresh inputs all exist at once: at most INPUT_BYTES of them (on a
+            # GPU, 1e8-element inputs are 400 MB each and several workers share the card).
+            size = getattr(self.x0, "nbytes", 0) or 1
+            self.n = max(2, min(self.n, INPUT_BYTES // size))
 
     def batch(self):
         """Seconds per call over one batch of about BATCH_SECONDS."""
@@ -144,14 +151,21 @@ def bijector_case(sub, case):
     if op in ("inverse", "ildj"):
         base = np.asarray(bij.forward(make(base)))  # a valid output-space value
 
+    if sub.name == "jax":
+        # Fresh inputs are copies made on the device (a GPU): not host-to-device
+        # transfers of up to 400 MB each.
+        on_device = make(base)
+        fresh = lambda: sub.jnp.array(on_device, copy=True)  # noqa: E731
+    else:
+        fresh = lambda: make(base)  # noqa: E731
     if mode in ("tf_function", "xla"):
         fn = sub.tf.function(call, jit_compile=(mode == "xla"))
-        return Timed(fn, lambda: make(base), sub.block)
+        return Timed(fn, fresh, sub.block)
     if mode == "jit":
         fn = sub.jax.jit(call)
-        return Timed(fn, lambda: make(base), sub.block)
+        return Timed(fn, fresh, sub.block)
     if not hit:
-        return Timed(call, lambda: make(base), sub.block)
+        return Timed(call, fresh, sub.block)
     x0 = make(base)
     if op in ("inverse", "ildj"):
         x0 = bij.forward(make(np.asarray(bij.inverse(x0))))  # an output the cache knows
@@ -263,7 +277,12 @@ def serve(variant):
             # what the benchmarks allocate.
             gc.collect()
             gc.freeze()
+            device = None
+            if "jax" in subs:
+                d = subs["jax"].jax.devices()[0]
+                device = f"{d.platform}: {getattr(d, 'device_kind', '?')}"
             reply({"variant": variant, "versions": _versions(), "python": sys.version.split()[0],
+                   "jax_device": device,
                    "status": str(sys.modules["tfp_picklefix"].status())
                    if "tfp_picklefix" in sys.modules else "not imported"})
         elif cmd == "setup":
