@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from conftest import run_script, substrates
+from conftest import ROOT, run_script, substrates
 
 
 def test_gpu_case_list_runs_on_cpu(tmp_path):
     if "jax" not in substrates():
         pytest.skip("needs TFP's JAX substrate (the jax-nightly stack)")
     out = tmp_path / "bench"
-    result = run_script(["-m", "benchmarks", "--gpu", "--allow-cpu", "--quick", "--repeats", "1",
+    result = run_script(["-m", "benchmarks", "--gpu", "--allow-cpu", "--quick", "--repeats", "2",
                          "--out", str(out)], timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     with open(out / "results.json") as f:
         data = json.load(f)
+    assert data["meta"]["repeats"] == 2 and "JAX device cpu" in data["meta"]["machine"]
     rows = data["rows"]
     assert rows and all(r["case"]["substrate"] == "jax" for r in rows)
     assert {r["case"]["exec"] for r in rows} == {"eager", "jit"}
@@ -47,3 +50,29 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
     # none/package on the legacy stacks)
     assert all(len(per_round) == 2 for r in rows for per_round in r["batches"].values())
     assert data["memory"] == [] and data["eager_memory"] == []
+
+
+def test_gpu_script_dry_run_on_cpu(tmp_path):
+    """``benchmarks/gpu.sh``, the one-command GPU check, end to end on the CPU: the
+    benchmark (``--allow-cpu``) and a test file, with results and logs in ``$OUT``."""
+    if "jax" not in substrates():
+        pytest.skip("needs TFP's JAX substrate (the jax-nightly stack)")
+    out = tmp_path / "gpu"
+    env = {"OUT": str(out), "PYTHON": sys.executable, "WHEELS": str(tmp_path / "no-wheels"),
+           "BENCH_FLAGS": "--allow-cpu --quick --repeats 1 --match Exp|miss|eager|forward",
+           "TESTS": "tests/test_import.py", "TEST_SECONDS": "300"}
+    result = subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "gpu.sh")], cwd=ROOT,
+                            env=dict(os.environ, **env), capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    with open(out / "bench" / "results.json") as f:
+        rows = json.load(f)["rows"]
+    assert [r["case"]["bijector"] for r in rows] == ["Exp"] * len(rows) and rows
+    assert " passed" in (out / "tests.log").read_text()
+    assert "jax" in (out / "device.txt").read_text()
+
+
+def test_match_that_selects_nothing_is_an_error(tmp_path):
+    result = run_script(["-m", "benchmarks", "--quick", "--match", "no-such-case",
+                         "--out", str(tmp_path / "bench")], timeout=300)
+    assert result.returncode == 2 and "no benchmark case matches" in result.stderr
+    assert not (tmp_path / "bench").exists()
