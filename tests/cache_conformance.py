@@ -292,6 +292,31 @@ def test_defect_numpy_arrays_changed_in_place_give_no_stale_results(request, imp
     np.testing.assert_allclose(bij.inverse(y)[0], np.log(y[0]))  # ... the inverse is not stale
 
 
+@pytest.mark.parametrize("layout", ["c", "fortran", "strided"])
+def test_defect_numpy_large_arrays_changed_anywhere_are_seen(request, impl, layout):
+    """Large snapshots are compared whole, whatever the array's memory layout: a change
+    to the last element of a 400 kB input or output is seen."""
+    expect_defect_on_upstream(request, impl)
+    if "numpy" not in SUBSTRATES:
+        pytest.skip("no NumPy substrate here")
+    tfb = api("numpy").bijectors
+    bij = tfb.Exp()
+    base = np.linspace(-1.0, 1.0, 100000)
+    if layout == "c":
+        a = base.copy()
+    elif layout == "fortran":
+        a = np.asfortranarray(base.reshape(250, 400))
+    else:
+        a = np.linspace(-1.0, 1.0, 200000)[::2]
+    y = bij.forward(a)
+    assert bij.forward(a) is y and bij.inverse(y) is a  # cached while unchanged
+    a[(-1,) * a.ndim] = 0.5
+    np.testing.assert_allclose(bij.forward(a), np.exp(a))
+    y = bij.forward(a)
+    y[(-1,) * y.ndim] = 2.0
+    np.testing.assert_allclose(bij.inverse(y), np.log(y))
+
+
 def test_defect_numpy_large_snapshots_in_reused_memory_stay_apart(request, impl):
     """Large snapshots reuse the memory of dropped edges: live edges never share it."""
     expect_defect_on_upstream(request, impl)
