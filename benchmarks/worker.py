@@ -279,8 +279,11 @@ def serve(variant):
             gc.freeze()
             device = None
             if "jax" in subs:
-                d = subs["jax"].jax.devices()[0]
-                device = f"{d.platform}: {getattr(d, 'device_kind', '?')}"
+                try:
+                    d = subs["jax"].jax.devices()[0]
+                    device = f"{d.platform}: {getattr(d, 'device_kind', '?')}"
+                except Exception as exc:  # reported, and the cases report their own errors
+                    device = f"unavailable ({type(exc).__name__})"
             reply({"variant": variant, "versions": _versions(), "python": sys.version.split()[0],
                    "jax_device": device,
                    "status": str(sys.modules["tfp_picklefix"].status())
