@@ -96,7 +96,7 @@ def cases_for(info: Dict[str, object], quick: bool, gpu: bool) -> List[dict]:
             add(kind="e2e", substrate="tf", name="svgp_train_step", exec="eager")
             add(kind="e2e", substrate="tf", name="svgp_train_step", exec="tf_function")
             add(kind="e2e", substrate="tf", name="svgp_predict_f", exec="eager")
-    if not gpu:
+    if not gpu and substrates:
         for k in ([1, 4] if quick else [1, 4, 16]):
             add(kind="threads", substrate=substrates[0], threads=k)
     return cases
@@ -447,7 +447,8 @@ def main(argv=None) -> int:
         wanted = set(args.substrates.split(","))
         cases = [c for c in cases if c["substrate"] in wanted]
     if not cases:
-        print("no benchmark case matches --match/--substrates/--compiled", file=sys.stderr)
+        print("no benchmark case to run: this stack has none (the legacy NumPy-only stack), or "
+              "--match/--substrates/--compiled left none", file=sys.stderr)
         return 2
     if args.quick:
         for name, setting in QUICK_TIMING.items():
