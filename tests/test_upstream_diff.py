@@ -41,7 +41,8 @@ def test_upstream_diff_applies_and_passes_conformance(tmp_path):
 
     # The copy first; whatever else the stack's PYTHONPATH holds (on the GPU machine,
     # tfp-nightly's own needs are installed there) stays reachable.
-    pythonpath = os.pathsep.join([str(copy_root)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    rest = os.environ.get("PYTHONPATH")
+    pythonpath = str(copy_root) + (os.pathsep + rest if rest else "")
     env = dict(os.environ, PYTHONPATH=pythonpath, TFP_PICKLEFIX_CONFORMANCE_IMPL="native",
                TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("TFP_PICKLEFIX_STACK", None)
