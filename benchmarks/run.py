@@ -11,6 +11,11 @@ time per call and the ratio variant/none (median of the per-round ratios, with m
 and max), plus fixed/off (the cache's overhead over no cache at all). Results: JSON, Markdown and a PNG in
 ``benchmarks/results/<tag>/``. ``--python`` runs the workers in another environment
 (e.g. ``.venvs/legacy-0.11/bin/python``); there the variants are none/package.
+
+``--control`` (the default with ``--compiled`` and on the legacy stacks) adds
+``control``: a second fresh process of TFP as shipped, timed like the others. Its
+ratio to ``none`` is what the machine's noise alone produces: a package ratio is
+only meaningful against it.
 """
 from __future__ import annotations
 
@@ -32,6 +37,9 @@ OPS = ["forward", "inverse", "fldj", "ildj"]
 # at 1000 elements).
 CORE = ["Exp", "Softplus", "Chain3"]
 COMPILED = ("tf_function", "xla", "jit")
+# Variants that set no cache mode: ``none`` and ``control`` (TFP as shipped, the
+# package not imported) and ``package`` (legacy stacks: the package has no modes).
+NO_MODE = ("none", "control", "package")
 
 
 def probe(python: str) -> Dict[str, object]:
@@ -110,7 +118,7 @@ def _env(variant):
     # Every variant's worker shares one GPU: JAX must not take 75 % of its memory each.
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    if variant and variant not in ("none", "package"):
+    if variant and variant not in NO_MODE:
         env["TFP_PICKLEFIX_CACHE"] = variant
     return env
 
@@ -246,6 +254,33 @@ def aggregate(cases, rounds, variants):
     return rows
 
 
+def noise_table(rows, variants):
+    """Markdown lines: per group of cases (compiled, eager), how the ratios of each
+    variant scatter around 1, beside those of ``control`` (TFP as shipped in a second
+    process: what noise alone gives). Empty without a control."""
+    if "control" not in variants:
+        return []
+    groups = [("compiled", [r for r in rows if r["case"].get("exec") in COMPILED]),
+              ("eager", [r for r in rows if r["case"].get("exec") not in COMPILED
+                         and r["case"]["kind"] != "threads"])]
+    lines = ["", "## Noise: the A/A control", "",
+             "`control` runs TFP as shipped, like `none`, in its own fresh processes: its ratio "
+             "to `none` is what the machine's noise alone produces. A variant whose ratios "
+             "scatter like the control's is not distinguishable from TFP as shipped by this run.",
+             "", "| cases | variant | n | within 0.98-1.02 | within 0.95-1.05 | median over cases "
+             "| median of abs(ratio - 1) |", "|---|---|---|---|---|---|---|"]
+    for name, group in groups:
+        for v in [v for v in variants if v not in ("none", "off")]:
+            meds = sorted(r["ratio"][v]["median"] for r in group if v in r["ratio"])
+            if not meds:
+                continue
+            dev = sorted(abs(m - 1) for m in meds)
+            lines.append(f"| {name} | {v} | {len(meds)} | {sum(0.98 <= m <= 1.02 for m in meds)} | "
+                         f"{sum(0.95 <= m <= 1.05 for m in meds)} | {statistics.median(meds):.3f} | "
+                         f"{statistics.median(dev):.3f} |")
+    return lines
+
+
 def _fmt_case(case):
     if case["kind"] == "bijector":
         return (f"{case['substrate']} {case['bijector']} n={case['size']:g} {case['op']} "
@@ -294,6 +329,7 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=()):
         for row in compiled:
             lines.append(f"| {_fmt_case(row['case'])} | " + " | ".join(
                 f"{row['ratio_best'][v]:.3f}" if v in row["ratio_best"] else "-" for v in cols) + " |")
+    lines += noise_table(rows, variants)
     errs = [(r["case"], r["errors"]) for r in rows if r["errors"]]
     if errs:
         lines += ["", "Cases that did not run (same error in every variant unless noted):"]
@@ -412,6 +448,9 @@ def main(argv=None) -> int:
     parser.add_argument("--compiled", action="store_true",
                         help="only the compiled cases (tf.function, XLA, jax.jit), 11 rounds by "
                              "default: their per-process spread needs more rounds than 3")
+    parser.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
+                        help="add the A/A control (a second process of TFP as shipped) to measure "
+                             "the noise; default: on with --compiled and on the legacy stacks")
     parser.add_argument("--match", default=None,
                         help="comma-separated; keep the cases whose id contains any of them")
     parser.add_argument("--cpu", type=int, default=None,
@@ -429,6 +468,8 @@ def main(argv=None) -> int:
         print("TFP is not installed for", args.python, file=sys.stderr)
         return 1
     variants = ["none", "package"] if info["legacy"] else ["none", "fixed", "upstream", "off"]
+    if args.control if args.control is not None else (args.compiled or info["legacy"]):
+        variants.append("control")
     if args.gpu and not args.allow_cpu:
         check = subprocess.run([args.python, "-c", "import jax; print(jax.devices()[0].platform)"],
                                capture_output=True, text=True)
@@ -467,6 +508,8 @@ def main(argv=None) -> int:
                 "versions": first["versions"], "repeats": len(rounds), "quick": args.quick,
                 "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}"
                 + (f"; JAX device {first['jax_device']}" if first.get("jax_device") else ""),
+                # what each variant's process reported: tfp_picklefix.status(), or "not imported"
+                "status": {v: rounds[0][v].get("status") for v in variants},
                 "seconds": round(time.time() - start)}
 
     with tempfile.TemporaryDirectory() as work:

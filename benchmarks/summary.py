@@ -4,7 +4,8 @@
 
 Without arguments: every folder under benchmarks/results/. For each it checks the
 figures the benchmark issue asks for and prints them with the cases that miss:
-compiled paths within 0.98-1.02 of TFP as shipped, eager paths no slower than it
+compiled paths within 0.98-1.02 of TFP as shipped (beside the A/A control, where the
+run has one: TFP as shipped against itself, the noise alone), eager paths no slower than it
 (median ratio <= 1.02), cache misses of Exp, Softplus and the Chain of 3 at most half
 its time, the cache's cost over no cache at all (<= 1.15), legacy ratios within
 0.98-1.02, and live FuncGraphs after the traced-and-discarded functions.
@@ -64,10 +65,14 @@ def summarize(folder: str) -> List[str]:
     within = lambda r: 0.98 <= r["median"] <= 1.02  # noqa: E731
     timed = [r for r in rows if r["case"]["kind"] != "threads"]
     if legacy:
-        _check(lines, "legacy: package / none within 0.98-1.02", timed, "package", within)
-        _spread(lines, timed, "package")
+        for variant in ("package", "control"):
+            _check(lines, "legacy: package / none within 0.98-1.02" if variant == "package" else
+                   "noise alone: control / none within 0.98-1.02", timed, variant, within)
+            _spread(lines, timed, variant)
         return lines + [""]
-    for variant in ("fixed", "upstream"):
+    # ``control`` (TFP as shipped in a second process, where the run has it) shows what
+    # the machine's noise alone gives on the same figures.
+    for variant in ("fixed", "upstream", "control"):
         _check(lines, "compiled: median of per-round ratios within 0.98-1.02", compiled, variant,
                within)
         _spread(lines, compiled, variant)
@@ -81,6 +86,7 @@ def summarize(folder: str) -> List[str]:
                 lines.append(f"  - misses: {_name(r['case'])}: {x:.3f}")
     _check(lines, "eager: no slower than TFP as shipped (median <= 1.02)", eager, "fixed",
            lambda r: r["median"] <= 1.02)
+    _check(lines, "eager, noise alone: control / none within 0.98-1.02", eager, "control", within)
     misses = [r for r in bij if r["case"]["exec"] not in COMPILED and r["case"]["cache"] == "miss"
               and r["case"]["bijector"] in CORE]
     _check(lines, "eager misses of Exp/Softplus/Chain3: <= 0.5 of TFP as shipped", misses, "fixed",

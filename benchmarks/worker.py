@@ -10,7 +10,7 @@ case: bijector, input maker, traced function; calibrate the batch size),
 thread cases), ``{"cmd": "quit"}``. The runner alternates batches between the
 variants, so that a slow spell on a shared machine hits every variant alike.
 
-Variants: ``none`` (tfp_picklefix not imported: TFP as shipped), ``fixed``,
+Variants: ``none`` and ``control`` (tfp_picklefix not imported: TFP as shipped), ``fixed``,
 ``upstream``, ``off`` (the package imported with that TFP_PICKLEFIX_CACHE mode; set
 by the runner in the environment before this process starts).
 """
@@ -260,7 +260,7 @@ def serve(variant):
         # Every variant on the same core: batches take turns on it, so no variant runs
         # on a core whose hyperthread sibling happens to be busier.
         os.sched_setaffinity(0, {int(cpu)})
-    if variant != "none":
+    if variant not in ("none", "control"):  # control: a second "none", for the noise
         import tfp_picklefix  # noqa: F401  (mode from TFP_PICKLEFIX_CACHE)
     subs = {}
     bench = None

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_script, substrates
+from conftest import LEGACY_ERAS, ROOT, era, run_script, substrates
 
 
 def test_gpu_case_list_runs_on_cpu(tmp_path):
@@ -76,3 +76,43 @@ def test_match_that_selects_nothing_is_an_error(tmp_path):
                          "--out", str(tmp_path / "bench")], timeout=300)
     assert result.returncode == 2 and "no benchmark case to run" in result.stderr
     assert not (tmp_path / "bench").exists()
+
+
+
+def _control_run(tmp_path, *flags):
+    """A one-case quick run (Exp forward, one element, a miss): (results.json, legacy?)."""
+    sub = "tf" if "tf" in substrates() else "numpy"
+    legacy = era(sub) in LEGACY_ERAS
+    if legacy and sub != "tf":
+        pytest.skip("the legacy NumPy-only stack has no benchmark cases")
+    out = tmp_path / "bench"
+    result = run_script(["-m", "benchmarks", "--quick", *flags, "--substrates", sub,
+                         "--batches", "1", "--match", "Exp|miss|eager|forward|1|",
+                         "--out", str(out)], timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        return json.load(f), legacy, out
+
+
+def test_control_is_tfp_as_shipped_in_a_second_process(tmp_path):
+    """``--control``: an A/A variant (TFP without the package, its own processes) whose
+    ratio to ``none`` shows the noise; it is reported beside the package's ratios."""
+    data, legacy, out = _control_run(tmp_path, "--control", "--repeats", "2")
+    status = data["meta"]["status"]
+    assert status["control"] == "not imported" == status["none"], status
+    package = ["package"] if legacy else ["fixed", "upstream", "off"]
+    assert all(status[v] != "not imported" for v in package), status
+    if not legacy:
+        assert "fixed" in status["fixed"] and "upstream" in status["upstream"], status
+    rows = data["rows"]
+    assert rows and all({package[0], "control"} <= set(r["ratio"]) for r in rows)
+    assert all(len(r["batches"]["control"]) == 2 for r in rows)
+    md = (out / "results.md").read_text()
+    assert "## Noise: the A/A control" in md and "| eager | control | " in md
+    summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
+    assert summary.returncode == 0 and "(control)" in summary.stdout, summary.stdout
+
+
+def test_control_by_default_only_with_compiled_or_legacy(tmp_path):
+    data, legacy, _ = _control_run(tmp_path, "--repeats", "1")
+    assert ("control" in data["meta"]["status"]) == legacy
