@@ -317,6 +317,46 @@ def test_defect_numpy_large_arrays_changed_anywhere_are_seen(request, impl, layo
     np.testing.assert_allclose(bij.inverse(y), np.log(y))
 
 
+@pytest.mark.parametrize("n", [3, 100000])
+@pytest.mark.parametrize("how", ["view_of_writeable_base", "flag_set_back"])
+def test_defect_numpy_read_only_arrays_that_change_give_no_stale_results(request, impl, how, n):
+    """``flags.writeable`` is False says nothing about the memory: a read-only view
+    changes with its writeable base, and an array that owns its data can be made
+    writeable again. Such inputs and outputs are checked like any other."""
+    expect_defect_on_upstream(request, impl)
+    if "numpy" not in SUBSTRATES:
+        pytest.skip("no NumPy substrate here")
+    tfb = api("numpy").bijectors
+    bij = tfb.Exp()
+    base = np.linspace(-1.0, 1.0, n)
+
+    def read_only(array):
+        if how == "view_of_writeable_base":
+            view = array.view()
+            view.flags.writeable = False
+            return view, array  # (the read-only array, what the caller can still change)
+        array.flags.writeable = False
+        return array, array
+
+    def change(target, index, value):
+        target.flags.writeable = True  # a no-op for the writeable base
+        target[index] = value
+        if how == "flag_set_back":
+            target.flags.writeable = False
+
+    a, a_owner = read_only(base.copy())
+    y = bij.forward(a)
+    assert bij.forward(a) is y and bij.inverse(y) is a  # cached while unchanged
+    change(a_owner, 0, 0.5)
+    np.testing.assert_allclose(bij.forward(a), np.exp(a))  # the input changed: recomputed
+    y = bij.forward(a)
+    y_ro, y_owner = read_only(y)
+    x = bij.inverse(y_ro)
+    change(y_owner, -1, 2.0)
+    np.testing.assert_allclose(bij.inverse(y_ro), np.log(y_ro))  # the output changed
+    assert x is not None
+
+
 def test_defect_numpy_large_snapshots_in_reused_memory_stay_apart(request, impl):
     """Large snapshots reuse the memory of dropped edges: live edges never share it."""
     expect_defect_on_upstream(request, impl)

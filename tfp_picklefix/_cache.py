@@ -18,8 +18,9 @@ What differs, on purpose:
   they can never keep a traced ``FuncGraph`` alive;
 - every mutation happens under a lock; weak-reference callbacks only enqueue, so no
   callback can raise or race with a lookup;
-- inputs are never modified (NumPy arrays keep ``flags.writeable``); a writeable array
-  is compared with a snapshot on a hit, so mutating it cannot produce a stale result;
+- inputs are never modified (NumPy arrays keep ``flags.writeable``); a NumPy array is
+  compared with a snapshot on a hit, so changing it cannot produce a stale result (a
+  read-only one too: its writeable base, or the flag set back, can change it);
 - a bijector is identified by a token computed once per instance (upstream re-hashes
   the whole parameterization on every call), and no entry holds the bijector itself;
 - a bound ``clear()`` touches only that bijector object's own entries; the unbound
@@ -43,7 +44,7 @@ _STORAGE_ATTR = "_tfp_bijector_cache_storage"
 _EAGER = 1    # weakly referenceable, not a graph tensor (TF eager tensor, JAX array)
 _GRAPH = 2    # symbolic TF tensor: entries live on its graph
 _NOREF = 3    # cannot be weakly referenced: computed, never cached
-_NDARRAY = 4  # NumPy array: a writeable one is compared with a snapshot on a hit
+_NDARRAY = 4  # NumPy array: compared with a snapshot on a hit
 _SCALAR = 5   # Python or NumPy scalar: never cached as an input; an output becomes a 0-d array
 _NEST = 6     # list, tuple or dict (exact types): cached leaf by leaf
 _kinds = {list: _NEST, tuple: _NEST, dict: _NEST, int: _SCALAR, float: _SCALAR, bool: _SCALAR,
@@ -205,7 +206,10 @@ _SMALL = 1 << 16  # bytes: below, snapshots are bytes; above, NumPy arrays
 
 
 def _snap_of(array):
-    """What a writeable NumPy array holds now (None for a read-only one).
+    """What a NumPy array holds now.
+
+    Read-only arrays too: ``flags.writeable`` says nothing about the memory (a
+    read-only view changes with its writeable base; an owner can set the flag back).
 
     Small arrays: bytes (cheapest to take and compare). Large ones: a NumPy copy,
     since NumPy's allocator serves large blocks far more cheaply than ``bytes`` (on
@@ -213,8 +217,6 @@ def _snap_of(array):
     Either way the comparison is bitwise: a different NaN payload, or -0.0 for 0.0,
     reads as changed (the value is then recomputed, never stale).
     """
-    if not array.flags.writeable:
-        return None
     if array.nbytes < _SMALL or array.dtype.hasobject:
         return (array.shape, array.dtype, array.tobytes())
     buf = _take_buffer(array.nbytes)
@@ -269,7 +271,7 @@ def _free_buffers():
 
 
 def _snapshot(leaves):
-    """Snapshots of the writeable NumPy arrays among ``leaves`` (None: nothing to check)."""
+    """Snapshots of the NumPy arrays among ``leaves`` (None: nothing to check)."""
     snaps = None
     for i, leaf in enumerate(leaves):
         if _kinds.get(type(leaf)) == _NDARRAY:
@@ -336,6 +338,31 @@ class _Ref(weakref.ref):
     """A weak reference to one leaf that knows the storage key it belongs to."""
 
     __slots__ = ("key",)
+
+
+# Storage keys. One tensor and no ``**kwargs`` (nearly every call): an int packing the
+# bijector's token, the direction (0 forward, 1 inverse) and the tensor's id, which
+# hashes and compares far faster than a tuple (each dict access re-hashes a tuple).
+# Ids are addresses, below 2**64. Anything else: (token, direction, ids, treedef, kwargs).
+_ID_BITS = 64
+
+
+def _key_bases(token):
+    """(forward, inverse) bases of a token's int keys: key = base + id(tensor)."""
+    base = token << (_ID_BITS + 1)
+    return base, base | (1 << _ID_BITS)
+
+
+def _key(rec, d, ids, shape, kw):
+    if shape is None and not kw:
+        return rec[4 + d] + ids
+    return (rec[1], d, ids, shape, kw)
+
+
+def _key_token_direction(key):
+    if type(key) is int:
+        return key >> (_ID_BITS + 1), (key >> _ID_BITS) & 1
+    return key[0], key[1]
 
 
 def _refs(leaves, callback, key):
@@ -564,12 +591,22 @@ class _Storage(object):
             edges.discard(edge)
             if not edges:
                 del self.by_owner[edge.owner]
-        if edge.a_snaps is not None:  # once: a second drop must not recycle it again
-            snaps, edge.a_snaps = edge.a_snaps, None
-            _recycle(snaps)
-        if edge.b_snaps is not None:
-            snaps, edge.b_snaps = edge.b_snaps, None
-            _recycle(snaps)
+        # Large snapshots' memory is kept for the next ones; once: a second drop of the
+        # edge must not recycle it again. (Checked inline: most snapshots are small.)
+        snaps = edge.a_snaps
+        if snaps is not None:
+            edge.a_snaps = None
+            for snap in snaps:
+                if snap is not None and type(snap[2]) is not bytes:
+                    _recycle(snaps)
+                    break
+        snaps = edge.b_snaps
+        if snaps is not None:
+            edge.b_snaps = None
+            for snap in snaps:
+                if snap is not None and type(snap[2]) is not bytes:
+                    _recycle(snaps)
+                    break
         if edge.a_held:
             held = self.held
             for i in edge.a_held:
@@ -613,13 +650,14 @@ class _Tokens(object):
 
     def __init__(self):
         self.lock = threading.RLock()
-        self.by_id = {}        # id(bijector) -> (weakref, token, serial, class)
+        self.by_id = {}        # id(bijector) -> (weakref, token, serial, class, *key bases)
         self.by_hash = {}      # hash -> [(weakref, token)]
         self.serials = itertools.count(1)
         self.tokens = itertools.count(1)
         self.dead = collections.deque()
 
     def lookup(self, bijector):
+        """(weakref, token, serial, class, forward key base, inverse key base)."""
         rec = self.by_id.get(id(bijector))
         if rec is not None and rec[0]() is bijector:
             return rec
@@ -647,7 +685,7 @@ class _Tokens(object):
                 if bucket is not None:
                     bucket.append((weakref.ref(bijector, lambda r, h=h: dead.append(("h", h))), token))
             rec = (weakref.ref(bijector, lambda r, i=ident: dead.append(("i", i))),
-                   token, next(self.serials), type(bijector))
+                   token, next(self.serials), type(bijector)) + _key_bases(token)
             self.by_id[ident] = rec
             return rec
 
@@ -676,12 +714,14 @@ def _safe_eq(a, b):
 class _Shared(object):
     """State shared by a class-level cache and every view bound from it."""
 
-    __slots__ = ("forward_name", "inverse_name", "eager", "tokens", "by_id", "storages", "lock",
+    __slots__ = ("forward_name", "inverse_name", "names", "eager", "tokens", "by_id", "storages",
+                 "lock",
                  "__weakref__")  # per-graph storages are keyed by it, weakly
 
     def __init__(self, forward_name, inverse_name):
         self.forward_name = forward_name
         self.inverse_name = inverse_name
+        self.names = (forward_name, inverse_name)  # by direction: 0 forward, 1 inverse
         self.eager = _Storage()
         self.tokens = _Tokens()
         self.by_id = self.tokens.by_id  # the hot path's shortcut
@@ -742,16 +782,16 @@ class PicklefixBijectorCache(object):
         return self._s.eager.entries
 
     def forward(self, x, **kwargs):
-        return self._lookup(x, self._s.forward_name, self._s.inverse_name, kwargs)
+        return self._lookup(x, 0, kwargs)
 
     def inverse(self, y, **kwargs):
-        return self._lookup(y, self._s.inverse_name, self._s.forward_name, kwargs)
+        return self._lookup(y, 1, kwargs)
 
     def forward_attributes(self, x, **kwargs):
-        return self._attributes(x, self._s.forward_name, kwargs)
+        return self._attributes(x, 0, kwargs)
 
     def inverse_attributes(self, y, **kwargs):
-        return self._attributes(y, self._s.inverse_name, kwargs)
+        return self._attributes(y, 1, kwargs)
 
     def weak_keys(self, bijector=None, bijector_class=None, direction=None):
         """The live inputs of the matching entries (upstream returns weak refs to them)."""
@@ -759,14 +799,15 @@ class PicklefixBijectorCache(object):
 
     def items(self, bijector=None, bijector_class=None, direction=None):
         """[(input, output)] of the matching entries whose input is alive."""
-        fn = self._direction(direction)
+        d = self._direction(direction)
         token, cls = self._filter(bijector, bijector_class)
         out = []
         for storage in list(self._s.storages):
             with storage.lock:
                 storage.purge()
                 for key, (edge, is_a) in list(storage.entries.items()):
-                    if (token is not None and key[0] != token) or (fn is not None and key[1] != fn):
+                    key_token, key_d = _key_token_direction(key)
+                    if (token is not None and key_token != token) or (d is not None and key_d != d):
                         continue
                     if cls is not None and not issubclass(edge.owner_cls, cls):
                         continue
@@ -812,9 +853,9 @@ class PicklefixBijectorCache(object):
     # -- internals ----------------------------------------------------------------------
     def _direction(self, direction):
         if direction == "forward":
-            return self._s.forward_name
+            return 0
         if direction == "inverse":
-            return self._s.inverse_name
+            return 1
         if direction is None:
             return None
         raise ValueError('`direction` must be `"forward"`, `"inverse"`, or `None`. '
@@ -899,7 +940,7 @@ class PicklefixBijectorCache(object):
         storage.add(key, edge, True)
         return edge
 
-    def _attributes(self, value, fn, kwargs):
+    def _attributes(self, value, d, kwargs):
         if value is None:
             raise ValueError("Input must not be None.")
         rec = self._token()
@@ -907,7 +948,7 @@ class PicklefixBijectorCache(object):
         if parts is None:
             return {}
         leaves, treedef, ids, shape, graph_leaf = parts
-        key = (rec[1], fn, ids, shape, _hashable(kwargs) if kwargs else ())
+        key = _key(rec, d, ids, shape, _hashable(kwargs) if kwargs else ())
         storage = self._s.eager if graph_leaf is None else self._storage_for(graph_leaf)
         with storage.lock:
             if storage.pending:
@@ -918,8 +959,9 @@ class PicklefixBijectorCache(object):
             # No output yet: the input's own death drops this edge.
             return self._new_edge(storage, key, leaves, treedef, rec, storage.callback, {}).attrs
 
-    def _lookup(self, value, fn, inv_fn, kwargs):
-        """``fn`` of ``value``, from the cache or computed (and then cached).
+    def _lookup(self, value, d, kwargs):
+        """Direction ``d`` (0 forward, 1 inverse) of ``value``, from the cache or computed
+        (and then cached).
 
         The common case, one eager tensor or array and no ``**kwargs`` meeting no
         entry, runs here with everything inline; anything else, or anything unusual
@@ -927,28 +969,27 @@ class PicklefixBijectorCache(object):
         """
         kind = _kinds.get(type(value))
         if kwargs or (kind != _EAGER and kind != _NDARRAY):
-            return self._lookup_any(value, fn, inv_fn, kwargs)
+            return self._lookup_any(value, d, kwargs)
         shared = self._s
         bijector = self._bijector
         rec = shared.by_id.get(id(bijector))
         if rec is None or rec[0]() is not bijector:
             rec = shared.tokens.slow(bijector)
-        key = (rec[1], fn, id(value), None, ())
+        key = rec[4 + d] + id(value)  # _key(rec, d, id(value), None, ())
         storage = shared.eager
         entries = storage.entries
         if key in entries:  # a plain read; whatever it finds is checked under the lock
-            return self._lookup_any(value, fn, inv_fn, kwargs)
+            return self._lookup_any(value, d, kwargs)
         attrs = {}
-        output = self._invoke(value, fn, kwargs, attrs)
+        output = self._invoke(value, shared.names[d], kwargs, attrs)
         out_kind = _kinds.get(type(output))
         if out_kind != kind:
             if out_kind == _SCALAR:
                 output = _containerize(output)
                 out_kind = _NDARRAY
             if out_kind != _EAGER and out_kind != _NDARRAY:
-                return self._store(storage, rec, key, (value,), None, value, output, inv_fn, (),
-                                   attrs)
-        out_key = (rec[1], inv_fn, id(output), None, ())
+                return self._store(storage, rec, key, (value,), None, value, output, d, (), attrs)
+        out_key = rec[5 - d] + id(output)
         held = storage.held
         lock = storage.lock
         lock.acquire()
@@ -973,12 +1014,12 @@ class PicklefixBijectorCache(object):
                 edge.a_held = (ident,)
                 edge.b_refs = [b_ref]
                 edge.b_def = None
-                if kind == _NDARRAY and value.flags.writeable:  # inline _snap_of
+                if kind == _NDARRAY:  # inline _snap_of
                     edge.a_snaps = [(value.shape, value.dtype, value.tobytes())
                                     if value.nbytes < _SMALL else _snap_of(value)]
                 else:
                     edge.a_snaps = None
-                if out_kind == _NDARRAY and output.flags.writeable:
+                if out_kind == _NDARRAY:
                     edge.b_snaps = [(output.shape, output.dtype, output.tobytes())
                                     if output.nbytes < _SMALL else _snap_of(output)]
                 else:
@@ -999,19 +1040,19 @@ class PicklefixBijectorCache(object):
             lock.release()
         if simple:
             return output
-        return self._store(storage, rec, key, (value,), None, value, output, inv_fn, (), attrs)
+        return self._store(storage, rec, key, (value,), None, value, output, d, (), attrs)
 
-    def _lookup_any(self, value, fn, inv_fn, kwargs):
+    def _lookup_any(self, value, d, kwargs):
         """:meth:`_lookup` for any input: structures, graph tensors, ``**kwargs``, hits."""
         if value is None:
             raise ValueError("Input must not be None.")
         rec = self._token()
         parts = _parts(value)
         if parts is None:  # not weakly referenceable: compute, as if uncached
-            return self._invoke(value, fn, kwargs, {})
+            return self._invoke(value, self._s.names[d], kwargs, {})
         leaves, treedef, ids, shape, graph_leaf = parts
         kw = _hashable(kwargs) if kwargs else ()
-        key = (rec[1], fn, ids, shape, kw)
+        key = _key(rec, d, ids, shape, kw)
         storage = self._s.eager if graph_leaf is None else self._storage_for(graph_leaf)
         with storage.lock:
             if storage.pending:
@@ -1021,18 +1062,19 @@ class PicklefixBijectorCache(object):
                 return answer
             attrs = {} if edge is None else edge.attrs
         # Compute outside the lock: other threads (and nested bijectors) keep going.
-        output = self._invoke(value, fn, kwargs, attrs)
-        return self._store(storage, rec, key, leaves, treedef, value, output, inv_fn, kw, attrs)
+        output = self._invoke(value, self._s.names[d], kwargs, attrs)
+        return self._store(storage, rec, key, leaves, treedef, value, output, d, kw, attrs)
 
-    def _store(self, storage, rec, key, leaves, treedef, value, output, inv_fn, kw, attrs):
-        """Record ``output`` as the answer for ``key``; returns what the caller returns."""
+    def _store(self, storage, rec, key, leaves, treedef, value, output, d, kw, attrs):
+        """Record ``output`` (direction ``d`` of ``value``) as the answer for ``key``;
+        returns what the caller returns."""
         made = _output_parts(output)
         if made is None:
             return output
         output, out_leaves, out_def, out_ids, out_shape, out_graph = made
         if out_graph is not None and storage is self._s.eager:
             return output  # never let process-wide entries point into a graph
-        out_key = (rec[1], inv_fn, out_ids, out_shape, kw)
+        out_key = _key(rec, 1 - d, out_ids, out_shape, kw)
         with storage.lock:
             if storage.pending:
                 storage.purge()
@@ -1089,12 +1131,12 @@ class NoBijectorCache(PicklefixBijectorCache):
 
     __slots__ = ()
 
-    def _lookup(self, value, fn, inv_fn, kwargs):
+    def _lookup(self, value, d, kwargs):
         if value is None:
             raise ValueError("Input must not be None.")
-        return self._invoke(value, fn, kwargs, {})
+        return self._invoke(value, self._s.names[d], kwargs, {})
 
-    def _attributes(self, value, fn, kwargs):
+    def _attributes(self, value, d, kwargs):
         if value is None:
             raise ValueError("Input must not be None.")
         return {}
