@@ -18,7 +18,7 @@ import os
 import sys
 from typing import List
 
-from benchmarks.run import COMPILED, CORE, ROOT
+from benchmarks.run import COMPILED, CORE, ROOT, fmt_pooled, pooled_ratio
 from benchmarks.run import _fmt_case as _name
 
 
@@ -69,6 +69,10 @@ def summarize(folder: str) -> List[str]:
             _check(lines, "legacy: package / none within 0.98-1.02" if variant == "package" else
                    "noise alone: control / none within 0.98-1.02", timed, variant, within)
             _spread(lines, timed, variant)
+            pool = pooled_ratio(timed, variant)
+            if pool and variant in {v for row in timed for v in row["ratio"]}:
+                lines.append("  - pooled over every case and round: median ratio and 95 % interval "
+                             "(rounds resampled): " + fmt_pooled(pool))
         return lines + [""]
     # ``control`` (TFP as shipped in a second process, where the run has it) shows what
     # the machine's noise alone gives on the same figures.
@@ -76,6 +80,10 @@ def summarize(folder: str) -> List[str]:
         _check(lines, "compiled: median of per-round ratios within 0.98-1.02", compiled, variant,
                within)
         _spread(lines, compiled, variant)
+        pool = pooled_ratio(compiled, variant)
+        if pool:
+            lines.append("  - pooled over every case and round: median ratio and 95 % interval "
+                         "(rounds resampled): " + fmt_pooled(pool))
         got = [(r, r["ratio_best"][variant]) for r in compiled if variant in r.get("ratio_best", {})]
         if got:
             bad = [(r, x) for r, x in got if not 0.98 <= x <= 1.02]
