@@ -20,7 +20,8 @@ clean:
 # Benchmarks (A/B in fresh processes): results go to benchmarks/results/<machine-tag>/.
 # `make bench`: the CPU suite (TF + NumPy substrates, end to end, threads, memory on the
 # default stack; the JAX substrate on the jax-nightly stack). `make bench-legacy`: the
-# legacy stacks (TF 2.5.3 + TFP 0.9/0.10/0.11), none vs package.
+# legacy stacks (TF 2.5.3 + TFP 0.9/0.10/0.11), none vs package vs the A/A control, the
+# full case list, 8 rounds (enough for the pooled ratio's interval).
 BENCH_PYTHON ?= .venvs/modern/bin/python
 LEGACY_STACKS ?= legacy-0.9 legacy-0.10 legacy-0.11
 bench:
@@ -39,7 +40,7 @@ bench-legacy:
 	$(BENCH_PYTHON) -m pip install -q matplotlib
 	for s in $(LEGACY_STACKS); do \
 	  (. .venvs/$$s/env.sh && $(BENCH_PYTHON) -m benchmarks --python .venvs/$$s/bin/python \
-	     --quick --repeats 3 --batches 5 --stack $$s) || exit 1; \
+	     --repeats 8 --stack $$s) || exit 1; \
 	done
 
 # The compiled cases alone (tf.function, XLA on the default stack; jax.jit on
