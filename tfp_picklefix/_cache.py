@@ -593,20 +593,13 @@ class _Storage(object):
                 del self.by_owner[edge.owner]
         # Large snapshots' memory is kept for the next ones; once: a second drop of the
         # edge must not recycle it again. (Checked inline: most snapshots are small.)
-        snaps = edge.a_snaps
-        if snaps is not None:
-            edge.a_snaps = None
-            for snap in snaps:
-                if snap is not None and type(snap[2]) is not bytes:
-                    _recycle(snaps)
-                    break
-        snaps = edge.b_snaps
-        if snaps is not None:
-            edge.b_snaps = None
-            for snap in snaps:
-                if snap is not None and type(snap[2]) is not bytes:
-                    _recycle(snaps)
-                    break
+        for snaps in (edge.a_snaps, edge.b_snaps):
+            if snaps is not None:
+                for snap in snaps:
+                    if snap is not None and type(snap[2]) is not bytes:
+                        _recycle(snaps)
+                        break
+        edge.a_snaps = edge.b_snaps = None
         if edge.a_held:
             held = self.held
             for i in edge.a_held:
