@@ -275,11 +275,9 @@ def _snapshot(leaves):
     snaps = None
     for i, leaf in enumerate(leaves):
         if _kinds.get(type(leaf)) == _NDARRAY:
-            snap = _snap_of(leaf)
-            if snap is not None:
-                if snaps is None:
-                    snaps = [None] * len(leaves)
-                snaps[i] = snap
+            if snaps is None:
+                snaps = [None] * len(leaves)
+            snaps[i] = _snap_of(leaf)
     return snaps
 
 
