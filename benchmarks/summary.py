@@ -42,13 +42,18 @@ def _check(lines, title, rows, variant, ok, show=8):
 
 
 def _spread(lines, rows, variant):
-    """The median over cases of the per-case median ratios, and how many are within 5 %."""
+    """The median over cases of the per-case median ratios, how many are within 5 %,
+    and the ratio pooled over every case and round."""
     meds = sorted(r["ratio"][variant]["median"] for r in rows if variant in r["ratio"])
     if meds:
         mid = meds[len(meds) // 2]
         near = sum(1 for m in meds if 0.95 <= m <= 1.05)
         lines.append(f"  - over all {len(meds)} cases: median ratio {mid:.3f}; "
                      f"{near} within 0.95-1.05")
+    pool = pooled_ratio(rows, variant)
+    if pool:
+        lines.append("  - pooled over every case and round: median ratio and 95 % interval "
+                     "(rounds resampled): " + fmt_pooled(pool))
 
 
 def summarize(folder: str) -> List[str]:
@@ -69,10 +74,6 @@ def summarize(folder: str) -> List[str]:
             _check(lines, "legacy: package / none within 0.98-1.02" if variant == "package" else
                    "noise alone: control / none within 0.98-1.02", timed, variant, within)
             _spread(lines, timed, variant)
-            pool = pooled_ratio(timed, variant)
-            if pool and variant in {v for row in timed for v in row["ratio"]}:
-                lines.append("  - pooled over every case and round: median ratio and 95 % interval "
-                             "(rounds resampled): " + fmt_pooled(pool))
         return lines + [""]
     # ``control`` (TFP as shipped in a second process, where the run has it) shows what
     # the machine's noise alone gives on the same figures.
@@ -80,10 +81,6 @@ def summarize(folder: str) -> List[str]:
         _check(lines, "compiled: median of per-round ratios within 0.98-1.02", compiled, variant,
                within)
         _spread(lines, compiled, variant)
-        pool = pooled_ratio(compiled, variant)
-        if pool:
-            lines.append("  - pooled over every case and round: median ratio and 95 % interval "
-                         "(rounds resampled): " + fmt_pooled(pool))
         got = [(r, r["ratio_best"][variant]) for r in compiled if variant in r.get("ratio_best", {})]
         if got:
             bad = [(r, x) for r, x in got if not 0.98 <= x <= 1.02]
