@@ -88,7 +88,7 @@ def _control_run(tmp_path, *flags):
     out = tmp_path / "bench"
     result = run_script(["-m", "benchmarks", "--quick", *flags, "--substrates", sub,
                          "--batches", "1", "--match", "Exp|miss|eager|forward|1|",
-                         "--out", str(out)], timeout=900)
+                         "--overhead-processes", "0", "--out", str(out)], timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     with open(out / "results.json") as f:
         return json.load(f), legacy, out
@@ -116,3 +116,33 @@ def test_control_is_tfp_as_shipped_in_a_second_process(tmp_path):
 def test_control_by_default_only_with_compiled_or_legacy(tmp_path):
     data, legacy, _ = _control_run(tmp_path, "--repeats", "1")
     assert ("control" in data["meta"]["status"]) == legacy
+
+
+def test_overhead_swaps_the_cache_for_a_pass_through_in_one_process(tmp_path):
+    """The cache's cost over no cache (issue 3, point 8) is measured inside one process:
+    ``benchmarks/overhead.py`` alternates this package's cache and the pass-through
+    between batches of the same calls; the runner aggregates fresh processes and
+    reports it (``--overhead-processes``)."""
+    sub = "numpy" if "numpy" in substrates() else "jax"
+    if sub not in substrates() or era(sub) in LEGACY_ERAS:
+        pytest.skip("needs a TFP >= 0.12 substrate (the package's cache has no modes before)")
+    out = tmp_path / "bench"
+    result = run_script(["-m", "benchmarks", "--quick", "--substrates", sub, "--batches", "1",
+                         "--repeats", "1", "--match", "Exp|miss|eager|forward|1|",
+                         "--overhead-processes", "2", "--memory-n", "0", "--out", str(out)],
+                        timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        overhead = json.load(f)["overhead"]
+    # every cache-miss case of Exp, Softplus and the Chain of 3 at sizes 1 and 1000
+    # (--quick: forward and inverse), each from both processes
+    assert len(overhead) == 12, overhead
+    for o in overhead:
+        assert o["case"]["substrate"] == sub and o["case"]["cache"] == "miss", o
+        assert o["caches"] == {"fixed": "PicklefixBijectorCache", "off": "NoBijectorCache"}, o
+        assert len(o["processes"]) == 2 and all(len(p["fixed"]) == len(p["off"]) == 7
+                                                for p in o["processes"]), o
+        assert o["median"] > 0 and o["process_min"] <= o["process_max"], o
+    md = (out / "results.md").read_text()
+    assert "## Cache overhead in one process" in md
+    assert f"| {sub} Chain3 n=1000 inverse eager miss |" in md
