@@ -467,7 +467,80 @@ class _Edge(object):
         return out if _unchanged(_live_leaves(self.b_refs), self.b_snaps) else None
 
 
-_new = object.__new__
+class _Link(weakref.ref):
+    """The common edge, built by :meth:`PicklefixBijectorCache._lookup`: one tensor in,
+    one tensor out, side A held. It is itself the weak reference to its output, so a
+    miss makes one object instead of an edge, a reference and a list, and the output's
+    death hands the callback the edge itself. The same interface as :class:`_Edge`."""
+
+    __slots__ = ("a_key", "b_key", "a_strong", "a_held", "a_snaps", "b_snaps", "attrs",
+                 "owner", "owner_cls", "bijector")
+    a_refs = a_def = b_def = None  # class-level: a Link has no weak reference to side A
+    # A weak reference hashes and compares by its referent (tensors do not hash); an
+    # edge, by identity (it sits in the storage's per-owner sets).
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    @property
+    def b_refs(self):
+        return [self]
+
+    def input(self):
+        return self.a_strong
+
+    def a_leaves(self):
+        return [self.a_strong]
+
+    def is_a(self, leaves):
+        return len(leaves) == 1 and self.a_strong is leaves[0]
+
+    def output(self):
+        return self()
+
+    def checked_output(self):
+        out = self()
+        if out is None or self.b_snaps is None:
+            return out
+        return out if _unchanged((out,), self.b_snaps) else None
+
+
+def _drop_link(entries, by_owner, held, link):
+    """``_Storage.drop_edge`` for a :class:`_Link`, without the generality (it runs once
+    per cache miss whose output is dropped). Lock held; idempotent."""
+    key = link.a_key
+    found = entries.get(key)
+    if found is not None and found[0] is link:
+        del entries[key]
+    key = link.b_key
+    found = entries.get(key)
+    if found is not None and found[0] is link:
+        del entries[key]
+    edges = by_owner.get(link.owner)
+    if edges is not None:
+        edges.discard(link)
+        if not edges:
+            del by_owner[link.owner]
+    snaps = link.a_snaps
+    if snaps is not None and type(snaps[0][2]) is not bytes:
+        _recycle(snaps)  # large snapshots' memory is kept for the next ones
+    snaps = link.b_snaps
+    if snaps is not None and type(snaps[0][2]) is not bytes:
+        _recycle(snaps)
+    link.a_snaps = link.b_snaps = None
+    if link.a_held:
+        ident = link.a_held[0]
+        n = held.get(ident, 0) - 1
+        if n > 0:
+            held[ident] = n
+        else:
+            held.pop(ident, None)
+        link.a_held = ()
+    link.a_strong = None  # may release objects whose own callbacks queue more
 
 
 def _death_callback(storage):
@@ -477,6 +550,8 @@ def _death_callback(storage):
     pending = storage.pending
     lock = storage.lock
     entries = storage.entries
+    by_owner = storage.by_owner
+    held = storage.held
     storage_ref = weakref.ref(storage)
 
     def callback(ref):
@@ -484,21 +559,29 @@ def _death_callback(storage):
             pending.append(ref)  # the lock holder purges it
             return
         try:
-            storage = storage_ref()
-            if storage is None:
-                pass
-            elif pending:
-                pending.append(ref)
-                storage.purge()
-            else:  # the usual case, inline: ``purge`` for this one reference
-                found = entries.get(ref.key)
-                if found is not None:
-                    edge = found[0]
-                    refs = edge.a_refs if found[1] else edge.b_refs
-                    if refs is not None and ref in refs:
-                        storage.drop_edge(edge)  # may release objects whose
-                        if pending:              # own callbacks queue more
-                            storage.purge()
+            if type(ref) is _Link and not pending:
+                # The usual case: the output of a Link died.
+                _drop_link(entries, by_owner, held, ref)
+                if pending:  # the input's release queued more
+                    storage = storage_ref()
+                    if storage is not None:
+                        storage.purge()
+            else:
+                storage = storage_ref()
+                if storage is None:
+                    pass
+                elif pending:
+                    pending.append(ref)
+                    storage.purge()
+                else:  # inline: ``purge`` for this one reference
+                    found = entries.get(ref.key)
+                    if found is not None:
+                        edge = found[0]
+                        refs = edge.a_refs if found[1] else edge.b_refs
+                        if refs is not None and ref in refs:
+                            storage.drop_edge(edge)  # may release objects whose
+                            if pending:              # own callbacks queue more
+                                storage.purge()
         except Exception:  # never raise from a weakref callback
             pass
         lock.release()
@@ -534,6 +617,9 @@ class _Storage(object):
         entries = self.entries
         while pending:
             ref = pending.popleft()
+            if type(ref) is _Link:  # idempotent: it may have been dropped meanwhile
+                _drop_link(entries, self.by_owner, self.held, ref)
+                continue
             found = entries.get(ref.key)
             if found is not None:
                 edge = found[0]
@@ -575,6 +661,9 @@ class _Storage(object):
     def drop_edge(self, edge):
         """Remove both directions of ``edge`` (where they still point to it)."""
         entries = self.entries
+        if type(edge) is _Link:
+            _drop_link(entries, self.by_owner, self.held, edge)
+            return
         key = edge.a_key
         found = entries.get(key)
         if found is not None and found[0] is edge:
@@ -991,20 +1080,13 @@ class PicklefixBijectorCache(object):
                           or output is value)
             if simple:
                 # The input is held while the output lives (no weak reference to it);
-                # the output's death drops the edge. (Built slot by slot: a third of
-                # the cost of calling ``_Edge(...)``.)
-                b_ref = _Ref(output, storage.callback)
-                b_ref.key = out_key
+                # the output's death drops the edge: a Link, built slot by slot.
+                edge = _Link(output, storage.callback)
                 ident = id(value)
-                edge = _new(_Edge)
                 edge.a_key = key
                 edge.b_key = out_key
                 edge.a_strong = value
-                edge.a_refs = None
-                edge.a_def = None
                 edge.a_held = (ident,)
-                edge.b_refs = [b_ref]
-                edge.b_def = None
                 if kind == _NDARRAY:  # inline _snap_of
                     edge.a_snaps = [(value.shape, value.dtype, value.tobytes())
                                     if value.nbytes < _SMALL else _snap_of(value)]
