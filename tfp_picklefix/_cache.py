@@ -473,7 +473,10 @@ class _Link(weakref.ref):
     miss makes one object instead of an edge, a reference and a list, and the output's
     death hands the callback the edge itself. The same interface as :class:`_Edge`."""
 
-    __slots__ = ("a_key", "b_key", "a_strong", "a_held", "a_snaps", "b_snaps", "attrs",
+    # ``a_held``: id(side A) while it is counted in the storage's ``held`` (that is,
+    # while the Link is stored), else (). ``_attrs``: the attributes dict, made on first
+    # use (most edges never need one).
+    __slots__ = ("a_key", "b_key", "a_strong", "a_held", "a_snaps", "b_snaps", "_attrs",
                  "owner", "owner_cls", "bijector")
     a_refs = a_def = b_def = None  # class-level: a Link has no weak reference to side A
     # A weak reference hashes and compares by its referent (tensors do not hash); an
@@ -489,6 +492,13 @@ class _Link(weakref.ref):
     @property
     def b_refs(self):
         return [self]
+
+    @property
+    def attrs(self):
+        attrs = self._attrs
+        if attrs is None:
+            attrs = self._attrs = {}
+        return attrs
 
     def input(self):
         return self.a_strong
@@ -532,8 +542,8 @@ def _drop_link(entries, by_owner, held, link):
     if snaps is not None and type(snaps[0][2]) is not bytes:
         _recycle(snaps)
     link.a_snaps = link.b_snaps = None
-    if link.a_held:
-        ident = link.a_held[0]
+    ident = link.a_held
+    if ident:
         n = held.get(ident, 0) - 1
         if n > 0:
             held[ident] = n
@@ -814,6 +824,7 @@ class PicklefixBijectorCache(object):
     """Class-level bijector cache; ``Bijector._cache`` binds it to an instance on access."""
 
     __slots__ = ("_s", "_bijector", "_bijector_class", "_defining_class", "__weakref__")
+    _greedy = False  # directed functions return (output, attributes): _GreedyAttrs
 
     def __init__(self, forward_name="_forward", inverse_name="_inverse", bijector=None,
                  bijector_class=None, storage=None):
@@ -1060,15 +1071,20 @@ class PicklefixBijectorCache(object):
         entries = storage.entries
         if key in entries:  # a plain read; whatever it finds is checked under the lock
             return self._lookup_any(value, d, kwargs)
-        attrs = {}
-        output = self._invoke(value, shared.names[d], kwargs, attrs)
+        if self._greedy:
+            attrs = {}
+            output = self._invoke(value, shared.names[d], kwargs, attrs)
+        else:
+            attrs = None  # made on first use
+            output = getattr(bijector, shared.names[d])(value)
         out_kind = _kinds.get(type(output))
         if out_kind != kind:
             if out_kind == _SCALAR:
                 output = _containerize(output)
                 out_kind = _NDARRAY
             if out_kind != _EAGER and out_kind != _NDARRAY:
-                return self._store(storage, rec, key, (value,), None, value, output, d, (), attrs)
+                return self._store(storage, rec, key, (value,), None, value, output, d, (),
+                                   {} if attrs is None else attrs)
         out_key = rec[5 - d] + id(output)
         held = storage.held
         lock = storage.lock
@@ -1086,7 +1102,7 @@ class PicklefixBijectorCache(object):
                 edge.a_key = key
                 edge.b_key = out_key
                 edge.a_strong = value
-                edge.a_held = (ident,)
+                edge.a_held = ident
                 if kind == _NDARRAY:  # inline _snap_of
                     edge.a_snaps = [(value.shape, value.dtype, value.tobytes())
                                     if value.nbytes < _SMALL else _snap_of(value)]
@@ -1097,7 +1113,7 @@ class PicklefixBijectorCache(object):
                                     if output.nbytes < _SMALL else _snap_of(output)]
                 else:
                     edge.b_snaps = None
-                edge.attrs = attrs
+                edge._attrs = attrs
                 edge.owner = rec[2]
                 edge.owner_cls = rec[3]
                 edge.bijector = bijector
@@ -1113,7 +1129,8 @@ class PicklefixBijectorCache(object):
             lock.release()
         if simple:
             return output
-        return self._store(storage, rec, key, (value,), None, value, output, d, (), attrs)
+        return self._store(storage, rec, key, (value,), None, value, output, d, (),
+                           {} if attrs is None else attrs)
 
     def _lookup_any(self, value, d, kwargs):
         """:meth:`_lookup` for any input: structures, graph tensors, ``**kwargs``, hits."""
@@ -1185,6 +1202,7 @@ class _GreedyAttrs(object):
     """For bijectors whose directed functions return ``(output, attributes)`` (FFJORD)."""
 
     __slots__ = ()
+    _greedy = True
 
     def _invoke(self, value, fn, kwargs, attributes):
         output, greedy_attrs = getattr(self._bijector, fn)(value, **kwargs)
@@ -1207,7 +1225,9 @@ class NoBijectorCache(PicklefixBijectorCache):
     def _lookup(self, value, d, kwargs):
         if value is None:
             raise ValueError("Input must not be None.")
-        return self._invoke(value, self._s.names[d], kwargs, {})
+        if kwargs or self._greedy:
+            return self._invoke(value, self._s.names[d], kwargs, {})
+        return getattr(self._bijector, self._s.names[d])(value)  # as the cache calls it
 
     def _attributes(self, value, d, kwargs):
         if value is None:
