@@ -146,3 +146,6 @@ def test_overhead_swaps_the_cache_for_a_pass_through_in_one_process(tmp_path):
     md = (out / "results.md").read_text()
     assert "## Cache overhead in one process" in md
     assert f"| {sub} Chain3 n=1000 inverse eager miss |" in md
+    summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    assert "cache cost over no cache <= 1.15, in one process (2 processes)" in summary.stdout

@@ -544,11 +544,9 @@ def _drop_link(entries, by_owner, held, link):
     link.a_snaps = link.b_snaps = None
     ident = link.a_held
     if ident:
-        n = held.get(ident, 0) - 1
-        if n > 0:
+        n = held.pop(ident, 1) - 1  # how many other edges still hold it
+        if n:
             held[ident] = n
-        else:
-            held.pop(ident, None)
         link.a_held = ()
     link.a_strong = None  # may release objects whose own callbacks queue more
 
@@ -700,11 +698,9 @@ class _Storage(object):
         if edge.a_held:
             held = self.held
             for i in edge.a_held:
-                n = held.get(i, 0) - 1
-                if n > 0:
+                n = held.pop(i, 1) - 1  # how many other edges still hold it
+                if n:
                     held[i] = n
-                else:
-                    held.pop(i, None)
             edge.a_held = ()
         edge.a_strong = None
 
