@@ -339,11 +339,13 @@ def _fmt_case(case):
     return f"{case['substrate']} {case['name']} {case['exec']}"
 
 
-def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead=()):
+def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead=(),
+                 compiled_inprocess=()):
     os.makedirs(outdir, exist_ok=True)
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "memory": memory, "eager_memory": list(eager_memory),
-                   "overhead": list(overhead)}, f, indent=1)
+                   "overhead": list(overhead), "compiled_inprocess": list(compiled_inprocess)},
+                  f, indent=1)
     unit = lambda v, case: (f"{v:.0f}/s" if case["kind"] == "threads" else f"{v * 1e6:.1f}")  # noqa: E731
     ratio_cols = [v for v in variants if v != "none"] + (
         ["fixed_vs_off"] if "fixed" in variants and "off" in variants else [])
@@ -379,6 +381,7 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead
             lines.append(f"| {_fmt_case(row['case'])} | " + " | ".join(
                 f"{row['ratio_best'][v]:.3f}" if v in row["ratio_best"] else "-" for v in cols) + " |")
     lines += noise_table(rows, variants)
+    lines += compiled_inprocess_lines(compiled_inprocess)
     lines += overhead_lines(overhead)
     errs = [(r["case"], r["errors"]) for r in rows if r["errors"]]
     if errs:
@@ -484,72 +487,107 @@ def eager_memory_runs(python, n, variants, substrates):
 OVERHEAD_MAX = 1.15  # issue 3, point 8: the cache adds at most 15 % to a cache-free call
 
 
-def overhead_runs(python, substrates, processes, quick):
-    """The cache against a pass-through in one process (``benchmarks/overhead.py``), in
-    ``processes`` fresh processes: per case, the median over every pair of batches of
-    the ratio fixed/off, the range of the per-process medians, and the times."""
+def inprocess_runs(python, kind, cases, processes, quick, workdir):
+    """A/B inside one process (``benchmarks/inprocess.py --kind KIND``), in ``processes``
+    fresh processes: per case, the median over every pair of batches of the ratio of
+    the first mode to the second (overhead: fixed/off; compiled: fixed/upstream), the
+    range of the per-process medians, and each mode's median time (``<mode>_us``)."""
     per_case = {}
     errors = []
+    modes = None
+    path = os.path.join(workdir, f"{kind}-cases.json")
+    with open(path, "w") as f:
+        json.dump(cases, f)
     for p in range(processes):
-        rec, err = _json_run(python, "benchmarks/overhead.py",
-                             ["--substrates", ",".join(substrates)] + (["--quick", "--pairs", "7"]
-                                                                      if quick else []), "fixed")
+        rec, err = _json_run(python, "benchmarks/inprocess.py",
+                             ["--kind", kind, "--cases", path] + (["--pairs", "7"] if quick else []),
+                             "fixed")
         if rec is None:
             errors.append(err)
             continue
+        modes = rec["modes"]
         for row in rec["rows"]:
             key = json.dumps(row["case"], sort_keys=True)
             entry = per_case.setdefault(key, {"case": row["case"], "processes": []})
             if "error" in row:
                 entry["error"] = row["error"]
             else:
-                entry["processes"].append({"fixed": row["fixed"], "off": row["off"]})
+                entry["processes"].append({m: row[m] for m in modes})
                 entry["caches"] = row["caches"]
     out = []
     for entry in per_case.values():
         procs = entry["processes"]
         if procs:
-            ratios = [[f / o for f, o in zip(p["fixed"], p["off"])] for p in procs]
+            a, b = modes
+            ratios = [[x / y for x, y in zip(p[a], p[b])] for p in procs]
             per_process = [statistics.median(r) for r in ratios]
-            entry.update(
-                median=statistics.median([x for r in ratios for x in r]),
-                process_min=min(per_process), process_max=max(per_process),
-                fixed_us=statistics.median([x for p in procs for x in p["fixed"]]) * 1e6,
-                off_us=statistics.median([x for p in procs for x in p["off"]]) * 1e6)
+            entry.update(median=statistics.median([x for r in ratios for x in r]),
+                         process_min=min(per_process), process_max=max(per_process))
+            for m in modes:
+                entry[f"{m}_us"] = statistics.median([x for p in procs for x in p[m]]) * 1e6
         out.append(entry)
     if errors and not out:
         out.append({"error": errors[0]})
     return out
 
 
+def _inprocess_rows(entries):
+    return [o for o in entries if "median" in o]
+
+
+def _inprocess_errors(entries, what):
+    return [f"- {_fmt_case(o['case']) if 'case' in o else what}: did not run: {o['error']}"
+            for o in entries if "error" in o]
+
+
+def compiled_inprocess_lines(entries):
+    """Markdown: compiled cases traced under each mode, called in turn in one process."""
+    if not entries:
+        return []
+    rows = _inprocess_rows(entries)
+    lines = ["", "## Compiled paths in one process: fixed / upstream", "",
+             "Each fresh process (`benchmarks/inprocess.py --kind compiled`) traces every "
+             "compiled case twice, with this package's cache (`fixed`) and with TFP's own "
+             "(`upstream`, whose graphs are those of TFP without the package: "
+             "tests/test_compiled_parity.py), and calls the two in turn, batch by batch. "
+             "Ratio: median over every pair of batches of all processes; in brackets, the "
+             "lowest and highest per-process median.", ""]
+    if rows:
+        within = sum(1 for o in rows if 0.98 <= o["median"] <= 1.02)
+        lines += [f"{within} of {len(rows)} cases within 0.98-1.02 "
+                  f"({len(rows[0]['processes'])} processes).", "",
+                  "| case | fixed (us) | upstream (us) | ratio [process range] |",
+                  "|---|---|---|---|"]
+        for o in rows:
+            lines.append(f"| {_fmt_case(o['case'])} | {o['fixed_us']:.1f} | {o['upstream_us']:.1f} | "
+                         f"{o['median']:.3f} [{o['process_min']:.3f}, {o['process_max']:.3f}] |")
+    return lines + _inprocess_errors(entries, "compiled in one process")
+
+
 def overhead_lines(overhead):
     """Markdown: the cache's cost over a pass-through, measured in one process."""
-    rows = [o for o in overhead if "median" in o]
     if not overhead:
         return []
+    rows = _inprocess_rows(overhead)
     lines = ["", "## Cache overhead in one process: fixed / pass-through", "",
-             "Each fresh process (`benchmarks/overhead.py`) swaps the cache for a pass-through "
-             "(`set_cache_mode(\"off\")`) and back between batches of the same calls, so both "
-             "sides share the process's state (across processes the same code can differ by up "
-             "to 2x here). Ratio: median over every pair of batches of all processes; in "
-             "brackets, the lowest and highest per-process median. Cache misses (a fresh input "
-             "per call, its output dropped). Target (issue 3, point 8): "
+             "Each fresh process (`benchmarks/inprocess.py --kind overhead`) swaps the cache "
+             "for a pass-through (`set_cache_mode(\"off\")`) and back between batches of the "
+             "same calls, so both sides share the process's state (across processes the same "
+             "code can differ by up to 2x here). Ratio: median over every pair of batches of "
+             "all processes; in brackets, the lowest and highest per-process median. Cache "
+             "misses (a fresh input per call, its output dropped). Target (issue 3, point 8): "
              f"<= {OVERHEAD_MAX:.2f}.", ""]
     if rows:
-        n = len(rows[0]["processes"])
         within = sum(1 for o in rows if o["median"] <= OVERHEAD_MAX)
-        lines += [f"{within} of {len(rows)} cases within {OVERHEAD_MAX:.2f} ({n} processes).", "",
+        lines += [f"{within} of {len(rows)} cases within {OVERHEAD_MAX:.2f} "
+                  f"({len(rows[0]['processes'])} processes).", "",
                   "| case | fixed (us) | pass-through (us) | cache's cost (us) | ratio [process range] |",
                   "|---|---|---|---|---|"]
         for o in rows:
             lines.append(f"| {_fmt_case(o['case'])} | {o['fixed_us']:.1f} | {o['off_us']:.1f} | "
                          f"{o['fixed_us'] - o['off_us']:.1f} | {o['median']:.3f} "
                          f"[{o['process_min']:.3f}, {o['process_max']:.3f}] |")
-    for o in overhead:
-        if "error" in o:
-            lines.append(f"- {_fmt_case(o['case']) if 'case' in o else 'overhead'}: did not run: "
-                         f"{o['error']}")
-    return lines
+    return lines + _inprocess_errors(overhead, "overhead")
 
 
 def main(argv=None) -> int:
@@ -580,9 +618,11 @@ def main(argv=None) -> int:
     parser.add_argument("--substrates", default=None,
                         help="comma-separated subset of tf,numpy,jax (default: all installed)")
     parser.add_argument("--out", default=None, help="results folder (default: benchmarks/results/<tag>)")
-    parser.add_argument("--overhead-processes", type=int, default=None,
-                        help="fresh processes measuring the cache against a pass-through in one "
-                             "process (benchmarks/overhead.py; default 3, --quick 1; 0: skip)")
+    parser.add_argument("--inprocess-processes", type=int, default=None,
+                        help="fresh processes for the A/B inside one process "
+                             "(benchmarks/inprocess.py): the cache against a pass-through on "
+                             "the eager misses, or with --compiled, the compiled cases traced "
+                             "with each cache; default 3, --quick 1, --gpu 0; 0 skips it")
     parser.add_argument("--memory-n", type=int, default=None,
                         help="iterations of the traced-function memory scenarios (0: skip)")
     args = parser.parse_args(argv)
@@ -656,16 +696,23 @@ def main(argv=None) -> int:
         subs = [s for s in ("tf", "numpy", "jax") if s in {c["substrate"] for c in cases}]
         print(f"[bench] memory: long eager loops ({EAGER_MEMORY_N} calls)", flush=True)
         eager_memory = eager_memory_runs(args.python, EAGER_MEMORY_N, ["none", "fixed", "off"], subs)
-    overhead = []
-    eager_subs = [s for s in ("tf", "numpy", "jax") if any(
-        c["substrate"] == s and c.get("exec") == "eager" for c in cases)]
-    processes = args.overhead_processes if args.overhead_processes is not None else (
-        0 if args.gpu or args.compiled else 1 if args.quick else 3)
-    if "fixed" in variants and eager_subs and processes:
-        print(f"[bench] cache overhead in one process ({processes} processes)", flush=True)
-        overhead = overhead_runs(args.python, eager_subs, processes, args.quick)
+    overhead, compiled_inprocess = [], []
+    processes = args.inprocess_processes if args.inprocess_processes is not None else (
+        0 if args.gpu else 1 if args.quick else 3)
+    from benchmarks.inprocess import select
+
+    with tempfile.TemporaryDirectory() as work:
+        # (the compiled cases in one process with --compiled only: `make bench` stays
+        # within its 15 minutes)
+        if args.compiled and "upstream" in variants and select("compiled", cases) and processes:
+            print(f"[bench] compiled cases in one process ({processes} processes)", flush=True)
+            compiled_inprocess = inprocess_runs(args.python, "compiled", cases, processes,
+                                                args.quick, work)
+        if "off" in variants and select("overhead", cases) and processes:
+            print(f"[bench] cache overhead in one process ({processes} processes)", flush=True)
+            overhead = inprocess_runs(args.python, "overhead", cases, processes, args.quick, work)
     meta = meta_for(rounds)
-    write_report(outdir, meta, rows, variants, memory, eager_memory, overhead)
+    write_report(outdir, meta, rows, variants, memory, eager_memory, overhead, compiled_inprocess)
     print(f"[bench] wrote {os.path.relpath(outdir, ROOT)}/results.md in {meta['seconds']} s")
     return 0
 

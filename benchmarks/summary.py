@@ -90,6 +90,17 @@ def summarize(folder: str) -> List[str]:
                          f"{min(x for _, x in got):.3f}-{max(x for _, x in got):.3f}")
             for r, x in sorted(bad, key=lambda p: -abs(p[1] - 1))[:8]:
                 lines.append(f"  - misses: {_name(r['case'])}: {x:.3f}")
+    inproc = [o for o in data.get("compiled_inprocess", []) if "median" in o]
+    if inproc:
+        bad = sorted((o for o in inproc if not 0.98 <= o["median"] <= 1.02),
+                     key=lambda o: -abs(o["median"] - 1))
+        meds = [o["median"] for o in inproc]
+        lines.append(f"- compiled, in one process: fixed / upstream within 0.98-1.02 "
+                     f"({len(inproc[0]['processes'])} processes): {len(inproc) - len(bad)}/"
+                     f"{len(inproc)} cases meet it; median ratios {min(meds):.3f}-{max(meds):.3f}")
+        for o in bad:
+            lines.append(f"  - misses: {_name(o['case'])}: {o['median']:.3f} "
+                         f"[{o['process_min']:.3f}, {o['process_max']:.3f}]")
     _check(lines, "eager: no slower than TFP as shipped (median <= 1.02)", eager, "fixed",
            lambda r: r["median"] <= 1.02)
     _check(lines, "eager, noise alone: control / none within 0.98-1.02", eager, "control", within)

@@ -39,7 +39,8 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
         pytest.skip("needs TFP's TF substrate")
     out = tmp_path / "bench"
     result = run_script(["-m", "benchmarks", "--compiled", "--substrates", "tf", "--repeats", "2",
-                         "--batches", "1", "--match", "Exp|miss", "--out", str(out)], timeout=900)
+                         "--batches", "1", "--match", "Exp|miss", "--inprocess-processes", "2",
+                         "--out", str(out)], timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     with open(out / "results.json") as f:
         data = json.load(f)
@@ -49,7 +50,23 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
     # one list of batches per round, for every variant (none/fixed/upstream/off, or
     # none/package on the legacy stacks)
     assert all(len(per_round) == 2 for r in rows for per_round in r["batches"].values())
-    assert data["memory"] == [] and data["eager_memory"] == []
+    assert data["memory"] == [] and data["eager_memory"] == [] and data["overhead"] == []
+    if era("tf") in LEGACY_ERAS:
+        assert data["compiled_inprocess"] == []  # one mode only: nothing to alternate
+        return
+    # The same cases, each traced with this package's cache and with TFP's, both called
+    # in turn inside one process (two processes here).
+    inproc = data["compiled_inprocess"]
+    assert sorted(o["case"]["id"] for o in inproc) == sorted(r["case"]["id"] for r in rows)
+    for o in inproc:
+        assert o["caches"] == {"fixed": "PicklefixBijectorCache", "upstream": "BijectorCache"}, o
+        assert len(o["processes"]) == 2 and all(len(p["fixed"]) == len(p["upstream"]) == 15
+                                                for p in o["processes"]), o
+        assert o["median"] > 0 and o["process_min"] <= o["process_max"], o
+    assert "## Compiled paths in one process" in (out / "results.md").read_text()
+    summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    assert "compiled, in one process: fixed / upstream within 0.98-1.02 (2 processes)" in summary.stdout
 
 
 def test_gpu_script_dry_run_on_cpu(tmp_path):
@@ -88,7 +105,7 @@ def _control_run(tmp_path, *flags):
     out = tmp_path / "bench"
     result = run_script(["-m", "benchmarks", "--quick", *flags, "--substrates", sub,
                          "--batches", "1", "--match", "Exp|miss|eager|forward|1|",
-                         "--overhead-processes", "0", "--out", str(out)], timeout=900)
+                         "--inprocess-processes", "0", "--out", str(out)], timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     with open(out / "results.json") as f:
         return json.load(f), legacy, out
@@ -120,22 +137,24 @@ def test_control_by_default_only_with_compiled_or_legacy(tmp_path):
 
 def test_overhead_swaps_the_cache_for_a_pass_through_in_one_process(tmp_path):
     """The cache's cost over no cache (issue 3, point 8) is measured inside one process:
-    ``benchmarks/overhead.py`` alternates this package's cache and the pass-through
-    between batches of the same calls; the runner aggregates fresh processes and
-    reports it (``--overhead-processes``)."""
+    ``benchmarks/inprocess.py --kind overhead`` alternates this package's cache and the
+    pass-through between batches of the same calls; the runner aggregates fresh
+    processes and reports it (``--inprocess-processes``)."""
     sub = "numpy" if "numpy" in substrates() else "jax"
     if sub not in substrates() or era(sub) in LEGACY_ERAS:
         pytest.skip("needs a TFP >= 0.12 substrate (the package's cache has no modes before)")
     out = tmp_path / "bench"
     result = run_script(["-m", "benchmarks", "--quick", "--substrates", sub, "--batches", "1",
-                         "--repeats", "1", "--match", "Exp|miss|eager|forward|1|",
-                         "--overhead-processes", "2", "--memory-n", "0", "--out", str(out)],
+                         "--repeats", "1", "--match", "miss|eager|",
+                         "--inprocess-processes", "2", "--memory-n", "0", "--out", str(out)],
                         timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     with open(out / "results.json") as f:
-        overhead = json.load(f)["overhead"]
-    # every cache-miss case of Exp, Softplus and the Chain of 3 at sizes 1 and 1000
+        data = json.load(f)
+    overhead = data["overhead"]
+    # the run's cache-miss cases of Exp, Softplus and the Chain of 3 at sizes 1 and 1000
     # (--quick: forward and inverse), each from both processes
+    assert sorted(o["case"]["id"] for o in overhead) == sorted(r["case"]["id"] for r in data["rows"])
     assert len(overhead) == 12, overhead
     for o in overhead:
         assert o["case"]["substrate"] == sub and o["case"]["cache"] == "miss", o

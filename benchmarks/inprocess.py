@@ -1,0 +1,132 @@
+"""A/B inside one process, where the spread between processes cannot enter.
+
+    python benchmarks/inprocess.py --kind overhead --substrates tf,numpy [--pairs 15] [--quick]
+    python benchmarks/inprocess.py --kind compiled --substrates tf [--pairs 15] [--quick]
+
+On this shared machine one process runs the same code up to 2x faster than another,
+steadily within each, which swamps small effects in the A/B runner's comparison of
+fresh processes. Here both sides share one process, and their batches alternate (the
+order flips each pair, after one pair of warm-up):
+
+- ``overhead`` (issue 3, point 8: "in eager mode the cache adds at most 15 % to the
+  cost of the same call with no cache, measured against forward/inverse/log-det with
+  the cache swapped for a pass-through"): the same calls with this package's cache
+  (``fixed``) and with the pass-through (``off``), swapped by
+  ``tfp_picklefix.set_cache_mode``. Cache misses of Exp, Softplus and the Chain of 3
+  at sizes 1 and 1000; forward, inverse and both log-det-Jacobians.
+- ``compiled`` (issue 5: compiled paths within 2 % of upstream): every compiled case
+  of the runner (``tf.function``, XLA, ``jax.jit``), traced once with this package's
+  cache (``fixed``) and once with TFP's own (``upstream``, whose graphs are those of
+  TFP without the package: ``tests/test_compiled_parity.py``), both kept in the one
+  process and called in turn.
+
+The last stdout line is a JSON record; ``benchmarks/run.py`` runs this in several
+fresh processes and aggregates.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SIZES = (1, 1000)
+OPS = ("forward", "inverse", "fldj", "ildj")
+MODES = {"overhead": ("fixed", "off"), "compiled": ("fixed", "upstream")}
+
+
+def select(kind, cases):
+    """The cases of ``kind`` among the A/B runner's ``cases``."""
+    from benchmarks.run import COMPILED, CORE
+
+    if kind == "compiled":
+        return [c for c in cases if c.get("exec") in COMPILED]
+    return [c for c in cases if c["kind"] == "bijector" and c["exec"] == "eager"
+            and c["cache"] == "miss" and c["bijector"] in CORE and c["size"] in SIZES]
+
+
+def cases(kind, substrates, quick):
+    from benchmarks.run import CORE, cases_for
+
+    if kind == "compiled":
+        info = {"tf": "tf" in substrates, "jax": "jax" in substrates, "legacy": False,
+                "gpflow": False}
+        return [c for c in select(kind, cases_for(info, quick, False)) if c["substrate"] in substrates]
+    out = []
+    for sub in substrates:
+        for b in CORE:
+            for size in SIZES:
+                for op in (OPS[:2] if quick else OPS):
+                    out.append({"kind": "bijector", "substrate": sub, "bijector": b, "size": size,
+                                "op": op, "exec": "eager", "cache": "miss"})
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=sorted(MODES), default="overhead")
+    parser.add_argument("--substrates", default=None, help="all cases of these substrates")
+    parser.add_argument("--cases", default=None,
+                        help="a JSON file of the A/B runner's cases: the ones of --kind among them")
+    parser.add_argument("--pairs", type=int, default=15)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    import tfp_picklefix
+
+    from benchmarks import worker
+
+    modes = MODES[args.kind]
+    tfp_picklefix.set_cache_mode(modes[0])
+    if args.cases:
+        with open(args.cases) as f:
+            todo = select(args.kind, json.load(f))
+        names = sorted({c["substrate"] for c in todo})
+    else:
+        names = args.substrates.split(",")
+        todo = cases(args.kind, names, args.quick)
+    subs = {}
+    for name in names:
+        try:
+            subs[name] = worker.Substrate(name)
+        except ImportError as exc:
+            subs[name] = f"{type(exc).__name__}: {exc}"[:300]
+    gc.collect()
+    gc.freeze()  # as the A/B workers do: collections walk only what the cases allocate
+    rows = []
+    for case in todo:
+        sub = subs[case["substrate"]]
+        if isinstance(sub, str):
+            rows.append({"case": case, "error": sub})
+            continue
+        benches = {}
+        caches = {}
+        for mode in modes:
+            tfp_picklefix.set_cache_mode(mode)
+            caches[mode] = type(vars(sub.tfb.Bijector)["_cache"]).__name__
+            if args.kind == "compiled" or not benches:
+                # compiled: traced (and warmed up) under this mode; overhead: one set of
+                # calls, timed under both
+                benches[mode] = worker.bijector_case(sub, case)
+            else:
+                benches[mode] = benches[modes[0]]
+        times = {mode: [] for mode in modes}
+        for mode in modes:  # a first pair, not recorded: both warmed up
+            tfp_picklefix.set_cache_mode(mode)
+            benches[mode].batch()
+        for i in range(args.pairs):
+            for mode in (modes if i % 2 == 0 else modes[::-1]):
+                tfp_picklefix.set_cache_mode(mode)
+                times[mode].append(benches[mode].batch())
+        tfp_picklefix.set_cache_mode(modes[0])
+        # what was timed: the class-level cache under each mode
+        rows.append(dict(times, case=case, caches=caches))
+    print(json.dumps({"kind": args.kind, "modes": list(modes), "rows": rows,
+                      "status": str(tfp_picklefix.status())}))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    main()
