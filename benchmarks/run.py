@@ -531,63 +531,52 @@ def inprocess_runs(python, kind, cases, processes, quick, workdir):
     return out
 
 
-def _inprocess_rows(entries):
-    return [o for o in entries if "median" in o]
-
-
-def _inprocess_errors(entries, what):
-    return [f"- {_fmt_case(o['case']) if 'case' in o else what}: did not run: {o['error']}"
-            for o in entries if "error" in o]
+def _inprocess_section(entries, title, intro, target, ok, cols):
+    """Markdown of ``inprocess_runs`` entries: how many meet ``ok`` (``target``), and a
+    row per case with ``cols`` ((header, entry -> cell)) and the ratio."""
+    if not entries:
+        return []
+    rows = [o for o in entries if "median" in o]
+    lines = ["", title, "", intro + " Ratio: median over every pair of batches of all "
+             "processes; in brackets, the lowest and highest per-process median.", ""]
+    if rows:
+        within = sum(1 for o in rows if ok(o["median"]))
+        lines += [f"{within} of {len(rows)} cases within {target} "
+                  f"({len(rows[0]['processes'])} processes).", "",
+                  "| case | " + " | ".join(h for h, _ in cols) + " | ratio [process range] |",
+                  "|---|" + "---|" * (len(cols) + 1)]
+        for o in rows:
+            lines.append(f"| {_fmt_case(o['case'])} | " + " | ".join(cell(o) for _, cell in cols)
+                         + f" | {o['median']:.3f} [{o['process_min']:.3f}, {o['process_max']:.3f}] |")
+    return lines + [f"- {_fmt_case(o['case']) if 'case' in o else title}: did not run: {o['error']}"
+                    for o in entries if "error" in o]
 
 
 def compiled_inprocess_lines(entries):
     """Markdown: compiled cases traced under each mode, called in turn in one process."""
-    if not entries:
-        return []
-    rows = _inprocess_rows(entries)
-    lines = ["", "## Compiled paths in one process: fixed / upstream", "",
-             "Each fresh process (`benchmarks/inprocess.py --kind compiled`) traces every "
-             "compiled case twice, with this package's cache (`fixed`) and with TFP's own "
-             "(`upstream`, whose graphs are those of TFP without the package: "
-             "tests/test_compiled_parity.py), and calls the two in turn, batch by batch. "
-             "Ratio: median over every pair of batches of all processes; in brackets, the "
-             "lowest and highest per-process median.", ""]
-    if rows:
-        within = sum(1 for o in rows if 0.98 <= o["median"] <= 1.02)
-        lines += [f"{within} of {len(rows)} cases within 0.98-1.02 "
-                  f"({len(rows[0]['processes'])} processes).", "",
-                  "| case | fixed (us) | upstream (us) | ratio [process range] |",
-                  "|---|---|---|---|"]
-        for o in rows:
-            lines.append(f"| {_fmt_case(o['case'])} | {o['fixed_us']:.1f} | {o['upstream_us']:.1f} | "
-                         f"{o['median']:.3f} [{o['process_min']:.3f}, {o['process_max']:.3f}] |")
-    return lines + _inprocess_errors(entries, "compiled in one process")
+    return _inprocess_section(
+        entries, "## Compiled paths in one process: fixed / upstream",
+        "Each fresh process (`benchmarks/inprocess.py --kind compiled`) traces every compiled "
+        "case twice, with this package's cache (`fixed`) and with TFP's own (`upstream`, whose "
+        "graphs are those of TFP without the package: tests/test_compiled_parity.py), and "
+        "calls the two in turn, batch by batch.", "0.98-1.02", lambda m: 0.98 <= m <= 1.02,
+        [("fixed (us)", lambda o: f"{o['fixed_us']:.1f}"),
+         ("upstream (us)", lambda o: f"{o['upstream_us']:.1f}")])
 
 
 def overhead_lines(overhead):
     """Markdown: the cache's cost over a pass-through, measured in one process."""
-    if not overhead:
-        return []
-    rows = _inprocess_rows(overhead)
-    lines = ["", "## Cache overhead in one process: fixed / pass-through", "",
-             "Each fresh process (`benchmarks/inprocess.py --kind overhead`) swaps the cache "
-             "for a pass-through (`set_cache_mode(\"off\")`) and back between batches of the "
-             "same calls, so both sides share the process's state (across processes the same "
-             "code can differ by up to 2x here). Ratio: median over every pair of batches of "
-             "all processes; in brackets, the lowest and highest per-process median. Cache "
-             "misses (a fresh input per call, its output dropped). Target (issue 3, point 8): "
-             f"<= {OVERHEAD_MAX:.2f}.", ""]
-    if rows:
-        within = sum(1 for o in rows if o["median"] <= OVERHEAD_MAX)
-        lines += [f"{within} of {len(rows)} cases within {OVERHEAD_MAX:.2f} "
-                  f"({len(rows[0]['processes'])} processes).", "",
-                  "| case | fixed (us) | pass-through (us) | cache's cost (us) | ratio [process range] |",
-                  "|---|---|---|---|---|"]
-        for o in rows:
-            lines.append(f"| {_fmt_case(o['case'])} | {o['fixed_us']:.1f} | {o['off_us']:.1f} | "
-                         f"{o['fixed_us'] - o['off_us']:.1f} | {o['median']:.3f} "
-                         f"[{o['process_min']:.3f}, {o['process_max']:.3f}] |")
-    return lines + _inprocess_errors(overhead, "overhead")
+    return _inprocess_section(
+        overhead, "## Cache overhead in one process: fixed / pass-through",
+        "Each fresh process (`benchmarks/inprocess.py --kind overhead`) swaps the cache for a "
+        "pass-through (`set_cache_mode(\"off\")`) and back between batches of the same calls, "
+        "so both sides share the process's state (across processes the same code can differ by "
+        "up to 2x here). Cache misses (a fresh input per call, its output dropped). Target "
+        f"(issue 3, point 8): <= {OVERHEAD_MAX:.2f}.", f"{OVERHEAD_MAX:.2f}",
+        lambda m: m <= OVERHEAD_MAX,
+        [("fixed (us)", lambda o: f"{o['fixed_us']:.1f}"),
+         ("pass-through (us)", lambda o: f"{o['off_us']:.1f}"),
+         ("cache's cost (us)", lambda o: f"{o['fixed_us'] - o['off_us']:.1f}")])
 
 
 def main(argv=None) -> int:
