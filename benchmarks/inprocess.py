@@ -117,9 +117,10 @@ def main(argv=None):
             a, b = modes if args.process % 2 == 0 else modes[::-1]
             order = [a, b, b, a]
             benches = []
+            make = worker.bijector_case if case["kind"] == "bijector" else worker.e2e_case
             for mode in order:
                 tfp_picklefix.set_cache_mode(mode)
-                benches.append((mode, worker.bijector_case(sub, case)))
+                benches.append((mode, make(sub, case)))
         else:  # one set of calls, timed under both modes
             bench = worker.bijector_case(sub, case)
             benches = [(mode, bench) for mode in modes]

@@ -39,13 +39,14 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
         pytest.skip("needs TFP's TF substrate")
     out = tmp_path / "bench"
     result = run_script(["-m", "benchmarks", "--compiled", "--substrates", "tf", "--repeats", "2",
-                         "--batches", "1", "--match", "Exp|miss", "--inprocess-processes", "2",
+                         "--batches", "1", "--match", "Exp|miss,transformed", "--inprocess-processes", "2",
                          "--out", str(out)], timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     with open(out / "results.json") as f:
         data = json.load(f)
     rows = data["rows"]
     assert rows and {r["case"]["exec"] for r in rows} == {"tf_function", "xla"}
+    assert {r["case"]["kind"] for r in rows} == {"bijector", "e2e"}  # + sample/log_prob
     assert not [r for r in rows if r["errors"]], [r["errors"] for r in rows if r["errors"]][:3]
     # one list of batches per round, for every variant (none/fixed/upstream/off, or
     # none/package on the legacy stacks)
