@@ -417,9 +417,9 @@ class _Edge(object):
     """
 
     __slots__ = ("a_key", "b_key", "a_strong", "a_refs", "a_def", "a_held", "b_refs", "b_def",
-                 "a_snaps", "b_snaps", "attrs", "owner", "owner_cls", "bijector")
+                 "a_snaps", "b_snaps", "attrs", "owned", "owner_cls", "bijector")
 
-    def __init__(self, a_key, a_refs, a_def, a_snaps, owner, owner_cls, bijector, attrs):
+    def __init__(self, a_key, a_refs, a_def, a_snaps, owned, owner_cls, bijector, attrs):
         self.a_key = a_key
         self.b_key = None
         self.a_strong = None
@@ -431,7 +431,7 @@ class _Edge(object):
         self.a_snaps = a_snaps
         self.b_snaps = None
         self.attrs = attrs
-        self.owner = owner
+        self.owned = owned  # the set of its bijector object's edges in this storage
         self.owner_cls = owner_cls
         # Held, as upstream's keys hold it, so that an equal bijector built later
         # still finds these entries; released with the edge.
@@ -477,7 +477,7 @@ class _Link(weakref.ref):
     # while the Link is stored), else (). ``_attrs``: the attributes dict, made on first
     # use (most edges never need one).
     __slots__ = ("a_key", "b_key", "a_strong", "a_held", "a_snaps", "b_snaps", "_attrs",
-                 "owner", "owner_cls", "bijector")
+                 "owned", "owner_cls", "bijector")
     a_refs = a_def = b_def = None  # class-level: a Link has no weak reference to side A
     # A weak reference hashes and compares by its referent (tensors do not hash); an
     # edge, by identity (it sits in the storage's per-owner sets).
@@ -519,9 +519,9 @@ class _Link(weakref.ref):
         return out if _unchanged((out,), self.b_snaps) else None
 
 
-def _drop_link(entries, by_owner, held, link):
-    """``_Storage.drop_edge`` for a :class:`_Link`, without the generality (it runs once
-    per cache miss whose output is dropped). Lock held; idempotent."""
+def _drop_link(entries, held, link):
+    """``_Storage.drop_edge`` for a :class:`_Link`, without the generality. Lock held;
+    idempotent. (The death callback runs the same steps inline: keep them in step.)"""
     key = link.a_key
     found = entries.get(key)
     if found is not None and found[0] is link:
@@ -530,11 +530,7 @@ def _drop_link(entries, by_owner, held, link):
     found = entries.get(key)
     if found is not None and found[0] is link:
         del entries[key]
-    edges = by_owner.get(link.owner)
-    if edges is not None:
-        edges.discard(link)
-        if not edges:
-            del by_owner[link.owner]
+    link.owned.discard(link)
     snaps = link.a_snaps
     if snaps is not None and type(snaps[0][2]) is not bytes:
         _recycle(snaps)  # large snapshots' memory is kept for the next ones
@@ -558,7 +554,6 @@ def _death_callback(storage):
     pending = storage.pending
     lock = storage.lock
     entries = storage.entries
-    by_owner = storage.by_owner
     held = storage.held
     storage_ref = weakref.ref(storage)
 
@@ -568,9 +563,33 @@ def _death_callback(storage):
             return
         try:
             if type(ref) is _Link and not pending:
-                # The usual case: the output of a Link died.
-                _drop_link(entries, by_owner, held, ref)
-                if pending:  # the input's release queued more
+                # The usual case: the output of a Link died. ``_drop_link``, inline (it
+                # runs once per cache miss whose output is dropped).
+                key = ref.a_key
+                found = entries.get(key)
+                if found is not None and found[0] is ref:
+                    del entries[key]
+                key = ref.b_key
+                found = entries.get(key)
+                if found is not None and found[0] is ref:
+                    del entries[key]
+                ref.owned.discard(ref)
+                if ref.a_snaps is not None or ref.b_snaps is not None:
+                    snaps = ref.a_snaps
+                    if snaps is not None and type(snaps[0][2]) is not bytes:
+                        _recycle(snaps)
+                    snaps = ref.b_snaps
+                    if snaps is not None and type(snaps[0][2]) is not bytes:
+                        _recycle(snaps)
+                    ref.a_snaps = ref.b_snaps = None
+                ident = ref.a_held
+                if ident:
+                    n = held.pop(ident, 1) - 1
+                    if n:
+                        held[ident] = n
+                    ref.a_held = ()
+                ref.a_strong = None  # may release objects whose callbacks queue more
+                if pending:
                     storage = storage_ref()
                     if storage is not None:
                         storage.purge()
@@ -609,7 +628,10 @@ class _Storage(object):
         # holds the lock (GC inside a locked section) must not purge under our feet.
         self.lock = threading.Lock()
         self.entries = {}      # key -> (edge, is_side_a)
-        self.by_owner = {}     # owner serial -> set of its stored edges
+        # Bijector object (serial) -> the set of its stored edges. A set stays while its
+        # bijector lives (the eager storage's are also in the bijector's token record):
+        # a miss adds to it, a drop discards from it, nothing else.
+        self.by_owner = {}
         self.pending = collections.deque()  # references whose leaves died (from callbacks)
         self.held = {}         # id(leaf) -> how many edges hold that leaf strongly
         self.callback = _death_callback(self)
@@ -626,7 +648,7 @@ class _Storage(object):
         while pending:
             ref = pending.popleft()
             if type(ref) is _Link:  # idempotent: it may have been dropped meanwhile
-                _drop_link(entries, self.by_owner, self.held, ref)
+                _drop_link(entries, self.held, ref)
                 continue
             found = entries.get(ref.key)
             if found is not None:
@@ -660,17 +682,20 @@ class _Storage(object):
 
     def add(self, key, edge, is_a):
         self.entries[key] = (edge, is_a)
-        edges = self.by_owner.get(edge.owner)
+        edge.owned.add(edge)
+
+    def owned(self, serial):
+        """The set of bijector ``serial``'s edges here (a graph storage's)."""
+        edges = self.by_owner.get(serial)
         if edges is None:
-            self.by_owner[edge.owner] = {edge}
-        else:
-            edges.add(edge)
+            edges = self.by_owner[serial] = set()
+        return edges
 
     def drop_edge(self, edge):
         """Remove both directions of ``edge`` (where they still point to it)."""
         entries = self.entries
         if type(edge) is _Link:
-            _drop_link(entries, self.by_owner, self.held, edge)
+            _drop_link(entries, self.held, edge)
             return
         key = edge.a_key
         found = entries.get(key)
@@ -681,11 +706,7 @@ class _Storage(object):
             found = entries.get(key)
             if found is not None and found[0] is edge:
                 del entries[key]
-        edges = self.by_owner.get(edge.owner)
-        if edges is not None:
-            edges.discard(edge)
-            if not edges:
-                del self.by_owner[edge.owner]
+        edge.owned.discard(edge)
         # Large snapshots' memory is kept for the next ones; once: a second drop of the
         # edge must not recycle it again. (Checked inline: most snapshots are small.)
         for snaps in (edge.a_snaps, edge.b_snaps):
@@ -707,7 +728,6 @@ class _Storage(object):
     def clear_owner(self, serial):
         for edge in list(self.by_owner.get(serial, ())):
             self.drop_edge(edge)
-        self.by_owner.pop(serial, None)
 
     def clear_where(self, predicate):
         for key, (edge, _) in list(self.entries.items()):
@@ -719,7 +739,8 @@ class _Storage(object):
             edge.a_strong = None
             edge.a_held = ()
         self.entries.clear()
-        self.by_owner.clear()
+        for edges in list(self.by_owner.values()):
+            edges.clear()
         self.pending.clear()
         self.held.clear()
         _free_buffers()
@@ -732,18 +753,21 @@ class _Tokens(object):
     parameterization); the per-instance record is dropped when the bijector dies.
     """
 
-    __slots__ = ("lock", "by_id", "by_hash", "serials", "tokens", "dead")
+    __slots__ = ("lock", "by_id", "by_hash", "serials", "tokens", "dead", "eager_by_owner")
 
-    def __init__(self):
+    def __init__(self, eager_by_owner):
         self.lock = threading.RLock()
-        self.by_id = {}        # id(bijector) -> (weakref, token, serial, class, *key bases)
+        # id(bijector) -> (weakref, token, serial, class, forward key base, inverse key
+        # base, the set of its edges in the eager storage)
+        self.by_id = {}
         self.by_hash = {}      # hash -> [(weakref, token)]
         self.serials = itertools.count(1)
         self.tokens = itertools.count(1)
         self.dead = collections.deque()
+        self.eager_by_owner = eager_by_owner  # the eager storage's ``by_owner``
 
     def lookup(self, bijector):
-        """(weakref, token, serial, class, forward key base, inverse key base)."""
+        """(weakref, token, serial, class, forward key base, inverse key base, edges)."""
         rec = self.by_id.get(id(bijector))
         if rec is not None and rec[0]() is bijector:
             return rec
@@ -770,8 +794,10 @@ class _Tokens(object):
                 token = next(self.tokens)
                 if bucket is not None:
                     bucket.append((weakref.ref(bijector, lambda r, h=h: dead.append(("h", h))), token))
-            rec = (weakref.ref(bijector, lambda r, i=ident: dead.append(("i", i))),
-                   token, next(self.serials), type(bijector)) + _key_bases(token)
+            serial = next(self.serials)
+            edges = self.eager_by_owner[serial] = set()
+            rec = (weakref.ref(bijector, lambda r, i=(ident, serial): dead.append(("i", i))),
+                   token, serial, type(bijector)) + _key_bases(token) + (edges,)
             self.by_id[ident] = rec
             return rec
 
@@ -779,6 +805,9 @@ class _Tokens(object):
         while self.dead:
             what, k = self.dead.popleft()
             if what == "i":
+                k, serial = k
+                # Its edges hold it: a dead bijector's set is empty.
+                self.eager_by_owner.pop(serial, None)
                 rec = self.by_id.get(k)
                 if rec is not None and rec[0]() is None:
                     del self.by_id[k]
@@ -809,7 +838,7 @@ class _Shared(object):
         self.inverse_name = inverse_name
         self.names = (forward_name, inverse_name)  # by direction: 0 forward, 1 inverse
         self.eager = _Storage()
-        self.tokens = _Tokens()
+        self.tokens = _Tokens(self.eager.by_owner)
         self.by_id = self.tokens.by_id  # the hot path's shortcut
         self.storages = weakref.WeakSet()  # eager + one per graph that has entries
         self.storages.add(self.eager)
@@ -1022,8 +1051,9 @@ class PicklefixBijectorCache(object):
         return None, None
 
     def _new_edge(self, storage, key, leaves, treedef, rec, callback, attrs):
+        owned = rec[6] if storage is self._s.eager else storage.owned(rec[2])
         edge = _Edge(key, _refs(leaves, callback, key), treedef, _snapshot(leaves),
-                     rec[2], rec[3], self._bijector, attrs)
+                     owned, rec[3], self._bijector, attrs)
         storage.add(key, edge, True)
         return edge
 
@@ -1110,17 +1140,13 @@ class PicklefixBijectorCache(object):
                 else:
                     edge.b_snaps = None
                 edge._attrs = attrs
-                edge.owner = rec[2]
+                owned = edge.owned = rec[6]
                 edge.owner_cls = rec[3]
                 edge.bijector = bijector
                 held[ident] = held.get(ident, 0) + 1
                 entries[key] = (edge, True)
                 entries[out_key] = (edge, False)
-                edges = storage.by_owner.get(rec[2])
-                if edges is None:
-                    storage.by_owner[rec[2]] = {edge}
-                else:
-                    edges.add(edge)
+                owned.add(edge)
         finally:
             lock.release()
         if simple:
