@@ -19,9 +19,10 @@ order flips each pair, after one pair of warm-up):
   cache (``fixed``) and with TFP's own (``upstream``, whose graphs are those of TFP
   without the package: ``tests/test_compiled_parity.py``), all kept in the one process
   and called in turn. Each traced function object runs at its own speed, within a few
-  percent (two traced under the same mode differ as much), so each mode gets two,
-  traced in the order A B B A (B A A B in odd-numbered processes), and a mode's time
-  in a pair is the mean of its two.
+  percent (two traced under the same mode differ as much), so each mode gets several
+  (``--functions``, default 2), traced in the order A B B A, then B A A B (B A A B first
+  in odd-numbered processes), and a mode's time in a pair is the mean of its
+  functions'.
 
 The last stdout line is a JSON record; ``benchmarks/run.py`` runs this in several
 fresh processes and aggregates.
@@ -37,8 +38,19 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SIZES = (1, 1000)
-OPS = ("forward", "inverse", "fldj", "ildj")
 MODES = {"overhead": ("fixed", "off"), "compiled": ("fixed", "upstream")}
+FUNCTIONS = 2  # compiled: functions traced per mode in each process
+
+
+def trace_order(modes, functions, process):
+    """The modes in the order their functions are traced: A B B A, then B A A B, and so
+    on (starting with B A A B in odd-numbered processes): no mode is always first, and
+    a drift over the sequence weighs on both alike."""
+    a, b = modes if process % 2 == 0 else modes[::-1]
+    order = []
+    for i in range(max(1, functions // 2)):
+        order += [a, b, b, a] if i % 2 == 0 else [b, a, a, b]
+    return order
 
 
 def select(kind, cases):
@@ -52,20 +64,12 @@ def select(kind, cases):
 
 
 def cases(kind, substrates, quick):
-    from benchmarks.run import CORE, cases_for
+    """The cases of ``kind`` of the A/B runner's suite for ``substrates``."""
+    from benchmarks.run import cases_for
 
-    if kind == "compiled":
-        info = {"tf": "tf" in substrates, "jax": "jax" in substrates, "legacy": False,
-                "gpflow": False}
-        return [c for c in select(kind, cases_for(info, quick, False)) if c["substrate"] in substrates]
-    out = []
-    for sub in substrates:
-        for b in CORE:
-            for size in SIZES:
-                for op in (OPS[:2] if quick else OPS):
-                    out.append({"kind": "bijector", "substrate": sub, "bijector": b, "size": size,
-                                "op": op, "exec": "eager", "cache": "miss"})
-    return out
+    info = {"tf": "tf" in substrates, "jax": "jax" in substrates, "legacy": False,
+            "gpflow": False}
+    return [c for c in select(kind, cases_for(info, quick, False)) if c["substrate"] in substrates]
 
 
 def main(argv=None):
@@ -75,6 +79,8 @@ def main(argv=None):
     parser.add_argument("--cases", default=None,
                         help="a JSON file of the A/B runner's cases: the ones of --kind among them")
     parser.add_argument("--pairs", type=int, default=15)
+    parser.add_argument("--functions", type=int, default=FUNCTIONS,
+                        help="compiled: functions traced per mode (an even number)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--process", type=int, default=0,
                         help="this process's number in the runner's series (sets the order)")
@@ -112,10 +118,8 @@ def main(argv=None):
             caches[mode] = type(vars(sub.tfb.Bijector)["_cache"]).__name__
         if args.kind == "compiled":
             # Each traced function runs at its own speed, within a few percent, whatever
-            # the mode (two traced under one mode differ as much): two per mode, traced
-            # A B B A (B A A B in odd processes), so that neither mode is always first.
-            a, b = modes if args.process % 2 == 0 else modes[::-1]
-            order = [a, b, b, a]
+            # the mode (two traced under one mode differ as much): several per mode.
+            order = trace_order(modes, args.functions, args.process)
             benches = []
             make = worker.bijector_case if case["kind"] == "bijector" else worker.e2e_case
             for mode in order:
@@ -139,6 +143,7 @@ def main(argv=None):
         # what was timed: the class-level cache under each mode
         rows.append(dict(times, case=case, caches=caches))
     print(json.dumps({"kind": args.kind, "modes": list(modes), "rows": rows,
+                      "functions": args.functions if args.kind == "compiled" else None,
                       "status": str(tfp_picklefix.status())}))
 
 

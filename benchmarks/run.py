@@ -509,6 +509,8 @@ def inprocess_runs(python, kind, cases, processes, quick, workdir):
         for row in rec["rows"]:
             key = json.dumps(row["case"], sort_keys=True)
             entry = per_case.setdefault(key, {"case": row["case"], "processes": []})
+            if rec.get("functions"):
+                entry["functions"] = rec["functions"]  # traced per mode (compiled)
             if "error" in row:
                 entry["error"] = row["error"]
             else:
@@ -554,14 +556,18 @@ def _inprocess_section(entries, title, intro, target, ok, cols):
 
 def compiled_inprocess_lines(entries):
     """Markdown: compiled cases traced under each mode, called in turn in one process."""
+    k = next((o["functions"] for o in entries if o.get("functions")), 2)
+    from benchmarks.inprocess import trace_order
+
+    order = " ".join("AB"[m == "upstream"] for m in trace_order(("fixed", "upstream"), k, 0))
     return _inprocess_section(
         entries, "## Compiled paths in one process: fixed / upstream",
         "Each fresh process (`benchmarks/inprocess.py --kind compiled`) traces every compiled "
-        "case four times, twice with this package's cache (`fixed`) and twice with TFP's own "
-        "(`upstream`, whose graphs are those of TFP without the package: "
-        "tests/test_compiled_parity.py), in the order A B B A (B A A B in every other "
-        "process), and calls them in turn, batch by batch; a mode's time in a pair is the "
-        "mean of its two functions' (each traced function object runs at its own speed, "
+        f"case {2 * k} times, {k} times with this package's cache (`fixed`, A) and {k} times "
+        "with TFP's own (`upstream`, B, whose graphs are those of TFP without the package: "
+        f"tests/test_compiled_parity.py), in the order {order} (A and B swapped in every "
+        "other process), and calls them in turn, batch by batch; a mode's time in a pair is "
+        f"the mean of its {k} functions' (each traced function object runs at its own speed, "
         "within a few percent, whatever the mode).", "0.98-1.02", lambda m: 0.98 <= m <= 1.02,
         [("fixed (us)", lambda o: f"{o['fixed_us']:.1f}"),
          ("upstream (us)", lambda o: f"{o['upstream_us']:.1f}")])
