@@ -520,8 +520,8 @@ class _Link(weakref.ref):
 
 
 def _drop_link(entries, held, link):
-    """``_Storage.drop_edge`` for a :class:`_Link`, without the generality. Lock held;
-    idempotent. (The death callback runs the same steps inline: keep them in step.)"""
+    """``_Storage.drop_edge`` for a :class:`_Link`, without the generality (it runs once
+    per cache miss whose output is dropped). Lock held; idempotent."""
     key = link.a_key
     found = entries.get(key)
     if found is not None and found[0] is link:
@@ -563,33 +563,9 @@ def _death_callback(storage):
             return
         try:
             if type(ref) is _Link and not pending:
-                # The usual case: the output of a Link died. ``_drop_link``, inline (it
-                # runs once per cache miss whose output is dropped).
-                key = ref.a_key
-                found = entries.get(key)
-                if found is not None and found[0] is ref:
-                    del entries[key]
-                key = ref.b_key
-                found = entries.get(key)
-                if found is not None and found[0] is ref:
-                    del entries[key]
-                ref.owned.discard(ref)
-                if ref.a_snaps is not None or ref.b_snaps is not None:
-                    snaps = ref.a_snaps
-                    if snaps is not None and type(snaps[0][2]) is not bytes:
-                        _recycle(snaps)
-                    snaps = ref.b_snaps
-                    if snaps is not None and type(snaps[0][2]) is not bytes:
-                        _recycle(snaps)
-                    ref.a_snaps = ref.b_snaps = None
-                ident = ref.a_held
-                if ident:
-                    n = held.pop(ident, 1) - 1
-                    if n:
-                        held[ident] = n
-                    ref.a_held = ()
-                ref.a_strong = None  # may release objects whose callbacks queue more
-                if pending:
+                # The usual case: the output of a Link died.
+                _drop_link(entries, held, ref)
+                if pending:  # the input's release queued more
                     storage = storage_ref()
                     if storage is not None:
                         storage.purge()
