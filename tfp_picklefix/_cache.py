@@ -604,9 +604,10 @@ class _Storage(object):
         # holds the lock (GC inside a locked section) must not purge under our feet.
         self.lock = threading.Lock()
         self.entries = {}      # key -> (edge, is_side_a)
-        # Bijector object (serial) -> the set of its stored edges. A set stays while its
-        # bijector lives (the eager storage's are also in the bijector's token record):
-        # a miss adds to it, a drop discards from it, nothing else.
+        # Bijector object (serial) -> the set of its stored edges: a miss adds to it, a
+        # drop discards from it. The eager storage's sets are also in the bijectors'
+        # token records and go when a record is purged (its bijector died); a graph
+        # storage's stay, empty, until the graph dies.
         self.by_owner = {}
         self.pending = collections.deque()  # references whose leaves died (from callbacks)
         self.held = {}         # id(leaf) -> how many edges hold that leaf strongly
