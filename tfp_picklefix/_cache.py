@@ -662,7 +662,8 @@ class _Storage(object):
         edge.owned.add(edge)
 
     def owned(self, serial):
-        """The set of bijector ``serial``'s edges here (a graph storage's)."""
+        """The set of bijector ``serial``'s edges here (in the eager storage, the set
+        that is also in the bijector's token record)."""
         edges = self.by_owner.get(serial)
         if edges is None:
             edges = self.by_owner[serial] = set()
@@ -1028,9 +1029,8 @@ class PicklefixBijectorCache(object):
         return None, None
 
     def _new_edge(self, storage, key, leaves, treedef, rec, callback, attrs):
-        owned = rec[6] if storage is self._s.eager else storage.owned(rec[2])
         edge = _Edge(key, _refs(leaves, callback, key), treedef, _snapshot(leaves),
-                     owned, rec[3], self._bijector, attrs)
+                     storage.owned(rec[2]), rec[3], self._bijector, attrs)
         storage.add(key, edge, True)
         return edge
 
