@@ -14,6 +14,7 @@ Standard library only: this runs before any environment exists.
 from __future__ import annotations
 
 import argparse
+import glob
 import hashlib
 import os
 import re
@@ -51,6 +52,14 @@ STACKS: Dict[str, dict] = {
         nodeps=["tensorflow-probability"],
         packages=["numpy", "scipy", "six", "decorator", "gast", "dm-tree"] + TEST_TOOLS,
         shims=["tfp011_numpy_without_tf"]),
+    # The same TF/TFP on the newest Python TF 2.21 supports, with NumPy 2 (the modern
+    # stack has NumPy 1.26: GPflow 2.11 requires numpy < 2, which has no Python 3.13
+    # wheels, so there is no GPflow here). scipy: TFP's NumPy substrate loads it lazily.
+    "modern-py313": dict(
+        python="3.13", constraints="modern-py313.txt",
+        packages=["tensorflow", "tensorflow-probability", "tf-keras", "scipy"] + TEST_TOOLS
+        + ["joblib", "dask[distributed]"],
+        env={"TF_USE_LEGACY_KERAS": "1"}),
     # TFP's JAX and NumPy substrates need no TensorFlow (and jaxlib must not share a
     # process with TF 2.21: both bundle MLIR). tfp-nightly: TFP 0.25's JAX substrate
     # does not run on jax >= 0.5.
@@ -102,6 +111,29 @@ def _stamp(stack: str) -> str:
     return h.hexdigest()
 
 
+def find_python(version: str) -> str:
+    """An interpreter of Python ``version`` ("3.13"): ``python3.13`` on PATH, else one
+    that pyenv installed, else /usr/bin's; raises Skip when there is none."""
+    name = f"python{version}"
+    candidates = [shutil.which(name) or ""]
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates += sorted(glob.glob(os.path.join(pyenv, "versions", f"{version}.*", "bin", name)),
+                         reverse=True)
+    candidates.append(os.path.join("/usr/bin", name))
+    for exe in candidates:
+        if not exe or not os.path.exists(exe):
+            continue
+        try:  # a pyenv shim exists on PATH even where that version is not selected
+            proc = subprocess.run([exe, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
+                                  capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if proc.returncode == 0 and proc.stdout.strip() == version:
+            return exe
+    raise Skip(f"no Python {version} interpreter here (looked for {name} on PATH, "
+               f"in {os.path.join(pyenv, 'versions')} and in /usr/bin)")
+
+
 def _run(cmd: List[str], env: Dict[str, str], what: str, timeout: int = 1800) -> None:
     proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
@@ -130,7 +162,8 @@ def setup(stack: str) -> None:
                 reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "unknown"
                 raise Skip(f"Python 3.9 could not be set up: {reason}")
         else:
-            _run([sys.executable, "-m", "venv", vdir], env, "python -m venv")
+            base = sys.executable if spec["python"] == "host" else find_python(spec["python"])
+            _run([base, "-m", "venv", vdir], env, "python -m venv")
         py = python_of(stack)
         constraints = os.path.join(ROOT, "constraints", spec["constraints"])
         pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q"]

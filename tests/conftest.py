@@ -18,6 +18,7 @@ from tfp_picklefix import _check, _detect
 STACK = os.environ.get("TFP_PICKLEFIX_STACK", "")
 EXPECTED_ERA = {
     "modern": _detect.GLOBAL,
+    "modern-py313": _detect.GLOBAL,
     "legacy-0.11": _detect.INSTANCE,
     "legacy-0.10": _detect.DICT,
     "legacy-0.9": _detect.DICT,
@@ -60,6 +61,13 @@ def has_gpflow() -> bool:
     except ImportError:
         return False
     return True
+
+
+def has_module(name: str) -> bool:
+    """Whether ``name`` can be found here (without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
 
 
 def cache_len(bij: Any) -> Optional[int]:

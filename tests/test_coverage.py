@@ -21,8 +21,9 @@ KNOWN_FAILURES = {
                                 "TFP's class body: the standard pickle cannot name it",
     "util.BatchedComponentProperties": "a TFP namedtuple whose __new__ takes fewer arguments "
                                        "than it has fields: copy/cloudpickle/dill cannot rebuild it",
-    "util.TransformedVariable": "TFP 0.25's NumPy substrate only: a deep copy's value comes "
-                                "back as float64 (not yet understood)",
+    "util.TransformedVariable": "TFP 0.25's NumPy substrate with NumPy 1.x only: a deep "
+                                "copy's value comes back as float64 (NumPy 1's type "
+                                "promotion in TFP's Softplus; see the README)",
 }
 
 

@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from conftest import global_substrates, has_gpflow, run_python
+from conftest import global_substrates, has_module, run_python
 
-pytestmark = pytest.mark.skipif(not (has_gpflow() and "tf" in global_substrates()),
-                                reason="tf-keras with TFP >= 0.12 (the modern stack)")
+pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_module("tf_keras")),
+                                reason="tf-keras with TFP >= 0.12 (the modern stacks)")
 
 # layer -> text of the Keras-side error (README, "tfp.layers").
 KERAS_SIDE = {
