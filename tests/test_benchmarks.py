@@ -174,3 +174,29 @@ def test_overhead_swaps_the_cache_for_a_pass_through_in_one_process(tmp_path):
     summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
     assert summary.returncode == 0, summary.stderr[-2000:]
     assert "cache cost over no cache <= 1.15, in one process (2 processes)" in summary.stdout
+
+
+def test_cache_cost_swaps_the_cache_for_a_pass_through(tmp_path):
+    """``benchmarks/cache_cost.py`` (where the cache's cost comes from: the cache object
+    alone and inside ``Bijector.forward``, with and without the CPU caches evicted)
+    alternates this package's cache and the pass-through in one process and writes its
+    table and record."""
+    sub = "numpy" if "numpy" in substrates() else "jax"
+    if sub not in substrates() or era(sub) in LEGACY_ERAS:
+        pytest.skip("needs a TFP >= 0.12 substrate (the package's cache has no modes before)")
+    out = tmp_path / "bench"
+    result = run_script(["-m", "benchmarks.cache_cost", "--substrates", sub, "--sizes", "1",
+                         "--evict-kb", "0,64", "--rounds", "2", "--out", str(out)], timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    with open(out / f"cache_cost-{sub}.json") as f:
+        data = json.load(f)
+    rows = data["rows"]
+    assert sorted((r["evict_kb"], r["call"]) for r in rows) == [
+        (0, "bijector"), (0, "cache"), (64, "bijector"), (64, "cache")], rows
+    for r in rows:
+        assert r["substrate"] == sub and r["size"] == 1, r
+        assert r["caches"] == {"fixed": "PicklefixBijectorCache", "off": "NoBijectorCache"}, r
+        assert len(r["fixed_us"]) == len(r["off_us"]) == 2, r
+        assert min(r["fixed_us"] + r["off_us"]) > 0, r
+    table = (out / f"cache_cost-{sub}.md").read_text()
+    assert f"{sub:9s}     1    64K cache" in table, table
