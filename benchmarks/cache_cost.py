@@ -90,6 +90,7 @@ def measure(sub, size, evict_kb, rounds, calls_wanted=("cache", "bijector"), see
     caches = {}  # mode -> the class of the cache that served it
     rng = random.Random(seed)
     keys = list(times)
+    before = tfp_picklefix.cache_mode()
     for r in range(rounds + 1):  # round 0 warms up
         rng.shuffle(keys)
         for c, m in keys:
@@ -98,7 +99,7 @@ def measure(sub, size, evict_kb, rounds, calls_wanted=("cache", "bijector"), see
             t = run(calls[c]())
             if r:
                 times[(c, m)].append(t)
-    tfp_picklefix.set_cache_mode("fixed")
+    tfp_picklefix.set_cache_mode(before)
     return times, caches
 
 
