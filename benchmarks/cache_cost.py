@@ -118,11 +118,11 @@ def main(argv=None):
     lines = [f"{'substrate':9s} {'size':>5s} {'evict':>6s} {'call':8s} {'off us':>8s} "
              f"{'fixed us':>8s} {'cost us':>7s} {'ratio':>6s}"]
     print(lines[0])
+    calls = args.calls.split(",")
     for name in args.substrates.split(","):
         sub = substrate(name)
         for size in [int(s) for s in args.sizes.split(",")]:
             for kb in [int(k) for k in args.evict_kb.split(",")]:
-                calls = args.calls.split(",")
                 times, caches = measure(sub, size, kb, args.rounds, calls)
                 for call in calls:
                     off = statistics.median(times[(call, "off")])
@@ -153,15 +153,10 @@ def main(argv=None):
 
 def versions():
     import platform
-    from importlib import metadata
 
-    out = {"python": platform.python_version()}
-    for dist in ("tensorflow", "tensorflow-probability", "tfp-nightly", "jax", "numpy"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
+    from benchmarks.worker import _versions
+
+    return dict(python=platform.python_version(), **_versions())
 
 
 if __name__ == "__main__":
