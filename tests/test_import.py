@@ -18,13 +18,17 @@ def test_import_pulls_in_no_ml_library():
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
 
 
-def test_import_costs_under_50_ms():
+def test_import_costs_under_50_ms(tmp_path):
     # Best of several fresh interpreters: the bound is on the package, not on a busy machine.
+    # Imported from bytecode, as an installed package is (pip compiles it at install):
+    # the first interpreter writes it under tmp_path, even where PYTHONDONTWRITEBYTECODE
+    # is set (these machines set it, and compiling the source alone costs 15-20 ms).
     code = ("import time; t = time.perf_counter(); import tfp_picklefix; "
             "print((time.perf_counter() - t) * 1000)")
+    env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(tmp_path)}
     times = []
     for _ in range(7):
-        result = run_python(code)
+        result = run_python(code, env=env)
         assert result.returncode == 0, result.stderr
         times.append(float(result.stdout.strip().splitlines()[-1]))
     assert min(times) < 50.0, times
