@@ -1,6 +1,6 @@
 """Coverage table: every public TFP class x mode x serializer, round-tripped and checked.
 
-    python scripts/coverage.py --substrate tf [--out coverage] [--only tfd.Normal,...]
+    python scripts/coverage.py --substrate tf [--out coverage] [--only tfd.Normal,...] [--jobs 2]
     python scripts/coverage.py --summary [coverage]     # the README's table
 
 For each class of tfp.bijectors / distributions / math.psd_kernels / util (found by
@@ -210,7 +210,9 @@ def short(exc: BaseException) -> str:
     return text[:160]
 
 
-def run(substrate: str, only: List[str]) -> Dict[str, Any]:
+def run(substrate: str, only: List[str], shard: Tuple[int, int] = (0, 1)) -> Dict[str, Any]:
+    """The cells of every class (or of ``only``); ``shard`` (k, n): every n-th class,
+    from the k-th."""
     import coverage_cases as cc
 
     with warnings.catch_warnings():
@@ -220,7 +222,7 @@ def run(substrate: str, only: List[str]) -> Dict[str, Any]:
 
         tfp_picklefix.patch()
         sers = serializers()
-        keys = only or cc.class_names(ns)
+        keys = (only or cc.class_names(ns))[shard[0]::shard[1]]
         classes: Dict[str, Any] = {}
         for key in keys:
             build = cc.builder(key)
@@ -260,6 +262,29 @@ def run(substrate: str, only: List[str]) -> Dict[str, Any]:
                             traceback.print_exc()
                 cells[mode] = row
             classes[key] = {"built": True, "cells": cells}
+    return classes
+
+
+def run_jobs(args: Any, jobs: int) -> Dict[str, Any]:
+    """:func:`run` shared out to ``jobs`` processes of this script (``--shard k/jobs``),
+    side by side; their cells merged. A process that fails fails the whole run."""
+    import subprocess
+
+    base = [sys.executable, os.path.abspath(__file__), "--substrate", args.substrate,
+            "--stack", args.stack, "--out", args.out] + (["--only", args.only] if args.only else [])
+    procs = [subprocess.Popen(base + ["--shard", f"{k}/{jobs}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for k in range(jobs)]
+    outputs = [proc.communicate()[0] for proc in procs]
+    classes: Dict[str, Any] = {}
+    stem = os.path.join(args.out, f"{args.stack}-{args.substrate}")
+    for k, (proc, output) in enumerate(zip(procs, outputs)):
+        if proc.returncode != 0:
+            raise SystemExit(f"coverage shard {k}/{jobs} failed (exit {proc.returncode}):\n"
+                             + output[-4000:])
+        path = f"{stem}.shard{k}.json"
+        with open(path) as f:
+            classes.update(json.load(f))
+        os.remove(path)
     return classes
 
 
@@ -376,15 +401,24 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "coverage"))
     parser.add_argument("--stack", default=os.environ.get("TFP_PICKLEFIX_STACK", "local"))
     parser.add_argument("--only", default="", help="comma-separated class keys, e.g. tfd.Normal")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="share the classes out to this many processes (default 1)")
+    parser.add_argument("--shard", default="", help=argparse.SUPPRESS)  # "k/n": one of --jobs
     args = parser.parse_args(argv)
     started = time.time()
-    classes = run(args.substrate, [k for k in args.only.split(",") if k])
+    only = [k for k in args.only.split(",") if k]
+    stem = os.path.join(args.out, f"{args.stack}-{args.substrate}")
+    os.makedirs(args.out, exist_ok=True)
+    if args.shard:
+        k, n = (int(p) for p in args.shard.split("/"))
+        with open(f"{stem}.shard{k}.json", "w") as f:
+            json.dump(run(args.substrate, only, (k, n)), f)
+        return 0
+    classes = run_jobs(args, args.jobs) if args.jobs > 1 else run(args.substrate, only)
     report = {"stack": args.stack, "substrate": args.substrate, "modes": list(MODES[args.substrate]),
               "serializers": [name for name, _ in serializers()], "versions": versions(),
               "python": platform.python_version(), "classes": classes}
     passed, total, failures = summarize(classes)
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"{args.stack}-{args.substrate}")
     with open(stem + ".json", "w") as f:
         json.dump(report, f, indent=1, sort_keys=True)
     with open(stem + ".md", "w") as f:

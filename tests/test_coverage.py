@@ -27,14 +27,16 @@ KNOWN_FAILURES = {
 }
 
 
+@pytest.mark.long(230)
 @pytest.mark.parametrize("sub", global_substrates() or ["none"])
 def test_coverage_table(sub, tmp_path):
     if sub == "none":
         pytest.skip("no TFP >= 0.12 substrate on this stack")
     # TFP_PICKLEFIX_COVERAGE_OUT=coverage regenerates the committed tables in this run.
     out = pathlib.Path(os.environ.get("TFP_PICKLEFIX_COVERAGE_OUT") or tmp_path).resolve()
-    result = run_script(["scripts/coverage.py", "--substrate", sub, "--out", str(out)],
-                        timeout=1500)
+    # Two processes share the classes out (about 5 minutes in one on 2 cores).
+    result = run_script(["scripts/coverage.py", "--substrate", sub, "--out", str(out),
+                         "--jobs", "2"], timeout=1500)
     assert result.returncode == 0, result.stderr[-4000:]
     path = out / f"{os.environ.get('TFP_PICKLEFIX_STACK') or 'local'}-{sub}.json"
     report = json.loads(path.read_text())
