@@ -31,6 +31,35 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SUBSTRATES: Optional[Dict[str, Any]] = None
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "long(seconds): takes about that long on 2 cores (only the order of a "
+        "parallel run uses it)")
+
+
+def _long_seconds(item) -> float:
+    mark = item.get_closest_marker("long")
+    return mark.args[0] if mark is not None else 0
+
+
+def pytest_collection_modifyitems(config, items):
+    """In a parallel run (pytest-xdist workers, as scripts/matrix.py starts them with
+    ``--dist load --maxschedchunk 1``): the tests marked ``long`` first, the longest
+    first, each followed by a short one. Every worker then starts on a long test with a
+    short one queued behind it, and no long test waits behind another while a worker
+    idles at the end. A run in one process keeps the order of the files."""
+    if not hasattr(config, "workerinput"):
+        return
+    long_items = sorted((i for i in items if _long_seconds(i)), key=_long_seconds, reverse=True)
+    short = [i for i in items if not _long_seconds(i)]
+    ordered = []
+    for item in long_items:
+        ordered.append(item)
+        if short:
+            ordered.append(short.pop(0))
+    items[:] = ordered + short
+
+
 def substrates() -> Dict[str, Any]:
     """{"tf"|"numpy"|"jax": the substrate's tfp-like module} for what this stack has."""
     global _SUBSTRATES

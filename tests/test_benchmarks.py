@@ -15,6 +15,7 @@ import pytest
 from conftest import LEGACY_ERAS, ROOT, era, run_script, substrates
 
 
+@pytest.mark.long(40)
 def test_gpu_case_list_runs_on_cpu(tmp_path):
     if "jax" not in substrates():
         pytest.skip("needs TFP's JAX substrate (the jax-nightly stack)")
@@ -33,6 +34,7 @@ def test_gpu_case_list_runs_on_cpu(tmp_path):
     assert os.path.exists(out / "results.md")
 
 
+@pytest.mark.long(70)
 def test_compiled_run_keeps_only_compiled_cases(tmp_path):
     """``--compiled``: the compiled cases alone, for the many-round run (make bench-compiled)."""
     if "tf" not in substrates():
@@ -117,6 +119,7 @@ def _control_run(tmp_path, *flags):
         return json.load(f), legacy, out
 
 
+@pytest.mark.long(35)
 def test_control_is_tfp_as_shipped_in_a_second_process(tmp_path):
     """``--control``: an A/A variant (TFP without the package, its own processes) whose
     ratio to ``none`` shows the noise; it is reported beside the package's ratios."""

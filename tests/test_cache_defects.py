@@ -33,6 +33,7 @@ def _threads_ok(report, stderr):
     assert report["entries_left"] == 0, report
 
 
+@pytest.mark.long(40)
 @pytest.mark.parametrize("sub", global_substrates() or [pytest.param(None, id="none")])
 def test_threads_fixed(sub):
     """16 threads x 30 s, shared and fresh inputs, Chain/Exp/Softplus, clear() racing."""
@@ -59,6 +60,7 @@ def _needs_tf_global():
         pytest.skip("needs TF with TFP >= 0.12")
 
 
+@pytest.mark.long(300)
 def test_no_funcgraph_leak_chain_2000_traces():
     """2000 discarded tf.functions through a Chain: <= 2 live FuncGraphs, and no more
     RSS growth than the same loop with no cache at all plus 20 MB."""
@@ -73,6 +75,7 @@ def test_no_funcgraph_leak_chain_2000_traces():
     assert fixed["rss_growth_mb"] - off["rss_growth_mb"] < 20.0, (fixed, off)
 
 
+@pytest.mark.long(40)
 @pytest.mark.parametrize("scenario,n", [("chain-arg", 500), ("transformed", 300)])
 def test_no_funcgraph_leak_other_scenarios(scenario, n):
     _needs_tf_global()
@@ -80,6 +83,7 @@ def test_no_funcgraph_leak_other_scenarios(scenario, n):
     assert report["funcgraphs"] <= 2, report
 
 
+@pytest.mark.long(40)
 def test_no_funcgraph_leak_gpflow_training_closures():
     _needs_tf_global()
     if not has_gpflow():

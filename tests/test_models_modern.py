@@ -28,6 +28,7 @@ def _scenario(*args, env=None, expect_ok=True):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.long(40)
 def test_checkpoint_keys_identical_with_and_without_the_package(tmp_path):
     (tmp_path / "on").mkdir()
     (tmp_path / "off").mkdir()
@@ -64,6 +65,7 @@ def test_training_resumed_from_a_pickle_matches_uninterrupted_training():
         assert row["same"], (model, row)
 
 
+@pytest.mark.long(60)
 def test_models_predict_the_same_in_worker_processes():
     if STACK != "modern":
         pytest.importorskip("joblib")
