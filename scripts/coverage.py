@@ -265,18 +265,19 @@ def run(substrate: str, only: List[str], shard: Tuple[int, int] = (0, 1)) -> Dic
     return classes
 
 
-def run_jobs(args: Any, jobs: int) -> Dict[str, Any]:
-    """:func:`run` shared out to ``jobs`` processes of this script (``--shard k/jobs``),
-    side by side; their cells merged. A process that fails fails the whole run."""
+def run_jobs(args: Any, stem: str) -> Dict[str, Any]:
+    """:func:`run` shared out to ``args.jobs`` processes of this script (``--shard
+    k/jobs``, each writing ``<stem>.shard<k>.json``), side by side; their cells merged.
+    A process that fails fails the whole run."""
     import subprocess
 
+    jobs = args.jobs
     base = [sys.executable, os.path.abspath(__file__), "--substrate", args.substrate,
             "--stack", args.stack, "--out", args.out] + (["--only", args.only] if args.only else [])
     procs = [subprocess.Popen(base + ["--shard", f"{k}/{jobs}"], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for k in range(jobs)]
     outputs = [proc.communicate()[0] for proc in procs]
     classes: Dict[str, Any] = {}
-    stem = os.path.join(args.out, f"{args.stack}-{args.substrate}")
     for k, (proc, output) in enumerate(zip(procs, outputs)):
         if proc.returncode != 0:
             raise SystemExit(f"coverage shard {k}/{jobs} failed (exit {proc.returncode}):\n"
@@ -414,7 +415,7 @@ def main(argv: List[str]) -> int:
         with open(f"{stem}.shard{k}.json", "w") as f:
             json.dump(run(args.substrate, only, (k, n)), f)
         return 0
-    classes = run_jobs(args, args.jobs) if args.jobs > 1 else run(args.substrate, only)
+    classes = run_jobs(args, stem) if args.jobs > 1 else run(args.substrate, only)
     report = {"stack": args.stack, "substrate": args.substrate, "modes": list(MODES[args.substrate]),
               "serializers": [name for name, _ in serializers()], "versions": versions(),
               "python": platform.python_version(), "classes": classes}

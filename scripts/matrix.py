@@ -31,8 +31,8 @@ PY39_PREFIX = os.path.join(VENVS, "py39-prefix")
 SHIMS = os.path.join(ROOT, "scripts", "legacy_shim")
 TEST_TOOLS = ["cloudpickle", "dill", "pytest", "wrapt"]
 # The heavy stacks' tests run in parallel processes (pytest-xdist): on 2 cores the
-# modern stack's took 14 minutes, against 18 in one process. TFP_PICKLEFIX_TEST_WORKERS=0 runs them
-# in one process; any other number sets how many.
+# modern stack's took 13 minutes, against 18 in one process.
+# TFP_PICKLEFIX_TEST_WORKERS=0 runs them in one process; any other number sets how many.
 PARALLEL_TOOLS = ["pytest-xdist"]
 LEGACY_PACKAGES = ["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
 
