@@ -265,9 +265,14 @@ def run(substrate: str, only: List[str], shard: Tuple[int, int] = (0, 1)) -> Dic
     return classes
 
 
+def _shard_path(stem: str, k: int) -> str:
+    """Where shard ``k`` (``--shard k/n``) writes its cells for :func:`run_jobs`."""
+    return f"{stem}.shard{k}.json"
+
+
 def run_jobs(args: Any, stem: str) -> Dict[str, Any]:
     """:func:`run` shared out to ``args.jobs`` processes of this script (``--shard
-    k/jobs``, each writing ``<stem>.shard<k>.json``), side by side; their cells merged.
+    k/jobs``, each writing :func:`_shard_path`), side by side; their cells merged.
     A process that fails fails the whole run."""
     import subprocess
 
@@ -282,7 +287,7 @@ def run_jobs(args: Any, stem: str) -> Dict[str, Any]:
         if proc.returncode != 0:
             raise SystemExit(f"coverage shard {k}/{jobs} failed (exit {proc.returncode}):\n"
                              + output[-4000:])
-        path = f"{stem}.shard{k}.json"
+        path = _shard_path(stem, k)
         with open(path) as f:
             classes.update(json.load(f))
         os.remove(path)
@@ -412,7 +417,7 @@ def main(argv: List[str]) -> int:
     os.makedirs(args.out, exist_ok=True)
     if args.shard:
         k, n = (int(p) for p in args.shard.split("/"))
-        with open(f"{stem}.shard{k}.json", "w") as f:
+        with open(_shard_path(stem, k), "w") as f:
             json.dump(run(args.substrate, only, (k, n)), f)
         return 0
     classes = run_jobs(args, stem) if args.jobs > 1 else run(args.substrate, only)
