@@ -191,6 +191,111 @@ def test_structured_inputs(sub, impl):
     assert all(a is b for a, b in zip(bij.inverse(list(y)), x))
 
 
+class _Plain(object):
+    """The least a cache needs of a bijector: ``_forward`` and ``_inverse`` (structured
+    here), counting their calls."""
+
+    def __init__(self, forward, inverse):
+        self.calls = [0, 0]
+        self._f, self._i = forward, inverse
+
+    def _forward(self, x):
+        self.calls[0] += 1
+        return self._f(x)
+
+    def _inverse(self, y):
+        self.calls[1] += 1
+        return self._i(y)
+
+
+def _cache_of(sub, bij, **kwargs):
+    """A cache of the kind installed on ``Bijector`` (whichever implementation runs)."""
+    cls = type(vars(api(sub).bijectors.Bijector)["_cache"])
+    return cls(bijector=bij, bijector_class=type(bij), **kwargs)
+
+
+def _coupling():
+    # (x, z) -> (x, z * x): the output reuses a leaf of the input, as a coupling layer does
+    return _Plain(lambda s: (s[0], s[1] * s[0]), lambda s: (s[0], s[1] / s[0]))
+
+
+def test_an_output_that_shares_a_leaf_with_its_input_keeps_the_input(sub, impl):
+    bij = _coupling()
+    cache = _cache_of(sub, bij)
+    x = value(sub, [2.0, 3.0])
+    z = value(sub, [0.1, 0.7])
+    z_ref = weakref.ref(z)
+    y = cache.forward((x, z))
+    del z
+    collect()
+    assert z_ref() is not None  # retrievable while the output lives
+    back = cache.inverse(y)
+    assert back[0] is x and back[1] is z_ref()  # exactly the input, not z * x / x
+    assert bij.calls == [1, 0]
+    y_ref = weakref.ref(y[1])
+    del y, back
+    collect()
+    assert y_ref() is None and z_ref() is None  # then both go
+    assert cache.weak_keys() == []
+
+
+def test_chains_of_such_outputs_are_released_from_the_end(sub, impl):
+    bij = _coupling()
+    cache = _cache_of(sub, bij)
+    state = (value(sub, [2.0]), value(sub, [0.5]))
+    first = weakref.ref(state[1])
+    for _ in range(3):
+        state = cache.forward(state)
+    middle = state
+    for _ in range(3):
+        state = cache.forward(state)
+    assert len(cache.weak_keys(direction="inverse")) == 6
+    for _ in range(6):
+        state = cache.inverse(state)
+    assert state[1] is first() and bij.calls == [6, 0]
+    collect()
+    # The edges past the middle went with their outputs; the middle holds the rest.
+    assert len(cache.weak_keys(direction="inverse")) == 3
+    del state
+    collect()
+    assert len(cache.weak_keys(direction="inverse")) == 3
+    del middle
+    collect()
+    assert first() is None and cache.weak_keys() == []
+
+
+def test_an_output_made_only_of_input_leaves_keeps_nothing_alive(sub, impl):
+    bij = _Plain(lambda s: (s[1], s[0]), lambda s: (s[1], s[0]))  # a swap, as Restructure
+    cache = _cache_of(sub, bij)
+    pair = (value(sub, [1.0]), value(sub, [2.0]))
+    refs = [weakref.ref(leaf) for leaf in pair]
+    out = cache.forward(pair)
+    assert all(a is b for a, b in zip(cache.inverse(out), pair))
+    del pair, out
+    collect()
+    assert [r() for r in refs] == [None, None]
+    assert cache.weak_keys() == []
+
+
+def test_caches_built_on_one_storage_share_it(sub, impl):
+    first, second = _coupling(), _coupling()
+    cache = _cache_of(sub, first)
+    other = _cache_of(sub, second, storage=cache.storage)
+    whole = type(cache)(bijector=None, bijector_class=_Plain, storage=cache.storage)
+    x = (value(sub, [2.0]), value(sub, [0.5]))
+    y1, y2 = cache.forward(x), other.forward(x)
+    w = (value(sub, [3.0]), value(sub, [0.25]))
+    y3 = cache.forward(w)
+    assert len(whole.weak_keys(direction="forward")) == 3
+    other.clear()  # the second bijector's entries only
+    assert len(whole.weak_keys(direction="forward")) == 2
+    assert cache.inverse(y1)[1] is x[1] and cache.inverse(y3)[1] is w[1]
+    assert other.inverse(y2)[1] is not x[1]  # recomputed
+    whole.clear()
+    assert whole.weak_keys(direction="forward") == []
+    assert first.calls == [2, 0]
+
+
 def test_kwargs_are_part_of_the_key(sub, impl):
     tfb = api(sub).bijectors
 

@@ -137,3 +137,15 @@ def test_bookkeeping_of_dead_bijectors_is_dropped(sub):
     del y
     gc.collect()
     assert len(entries) == 0 and not shared.eager.held
+
+
+def test_a_storage_that_is_not_another_caches_is_refused():
+    # Upstream's caches share a storage through ``storage=``; this cache shares another
+    # cache's (tests/cache_conformance.py), and refuses anything else rather than ignore it.
+    cache = _cache.PicklefixBijectorCache()
+    shared = _cache.PicklefixBijectorCache(storage=cache.storage)
+    assert shared.storage is cache.storage
+    with pytest.raises(ValueError, match="storage"):
+        _cache.PicklefixBijectorCache(storage={})
+    with pytest.raises(ValueError, match="same forward and inverse names"):
+        _cache.PicklefixBijectorCache("_fwd", "_inv", storage=cache.storage)

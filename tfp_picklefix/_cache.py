@@ -399,14 +399,6 @@ def _same(refs, leaves):
     return True
 
 
-def _shares_leaf(leaves, others):
-    for leaf in leaves:
-        for other in others:
-            if leaf is other:
-                return True
-    return False
-
-
 class _Edge(object):
     """One computed transformation: side A (the input of the call) and side B (its output).
 
@@ -634,18 +626,23 @@ class _Storage(object):
                 if refs is not None and ref in refs:
                     self.drop_edge(edge)
 
-    def can_hold(self, out_leaves):
-        """Whether side A may be held strongly while side B lives.
+    def can_hold(self, out_leaves, in_leaves):
+        """Whether side A (``in_leaves``) may be held strongly while side B lives.
 
-        Not when every output leaf is itself kept alive by this storage (e.g. an
-        inverse that returned an input cached by other edges): holding the input as
-        well could make the edges keep each other alive for good.
+        Only if some output leaf can die while the edge holds side A: one that is
+        neither a leaf of side A (Identity returns its input; a coupling returns
+        ``(x, f(x, z))``) nor kept alive by this storage (e.g. an inverse that returned
+        an input cached by other edges). Otherwise holding side A could keep the edge,
+        and what it holds, alive for good.
         """
         held = self.held
-        if not held:
-            return True
         for leaf in out_leaves:
-            if id(leaf) not in held:
+            if id(leaf) in held:
+                continue
+            for other in in_leaves:
+                if leaf is other:
+                    break
+            else:
                 return True
         return not out_leaves
 
@@ -821,6 +818,25 @@ class _Shared(object):
         self.storages = weakref.WeakSet()  # eager + one per graph that has entries
         self.storages.add(self.eager)
         self.lock = threading.Lock()
+        _shared_by_storage[id(self.eager.entries)] = self
+
+
+# id(the eager entries dict, which ``storage`` returns) -> its _Shared: what a cache built
+# with ``storage=other.storage`` shares, as upstream's caches share one storage.
+_shared_by_storage = weakref.WeakValueDictionary()
+
+
+def _shared_of(storage, forward_name, inverse_name):
+    shared = _shared_by_storage.get(id(storage))
+    if shared is None or shared.eager.entries is not storage:
+        raise ValueError("`storage` must be the `storage` of another bijector cache of this "
+                         "kind (got a {}); this cache keeps its entries in its own "
+                         "structure".format(type(storage).__name__))
+    if shared.names != (forward_name, inverse_name):
+        raise ValueError("a cache that shares `storage` must use the same forward and "
+                         "inverse names: {} (got {})".format(shared.names,
+                                                             (forward_name, inverse_name)))
+    return shared
 
 
 class PicklefixBijectorCache(object):
@@ -831,7 +847,10 @@ class PicklefixBijectorCache(object):
 
     def __init__(self, forward_name="_forward", inverse_name="_inverse", bijector=None,
                  bijector_class=None, storage=None):
-        self._s = _Shared(forward_name, inverse_name)
+        if storage is None:
+            self._s = _Shared(forward_name, inverse_name)
+        else:  # another cache's entries: shared, as upstream shares its storage
+            self._s = _shared_of(storage, forward_name, inverse_name)
         self._bijector = bijector
         self._bijector_class = bijector_class
         self._defining_class = None  # the class whose _cache this is (set on install)
@@ -921,8 +940,10 @@ class PicklefixBijectorCache(object):
     def clear(self):
         """Bound: drops this bijector object's own entries, nothing else.
 
-        Unbound on the class that defines the cache (``tfb.Bijector._cache.clear()``):
-        empties it. Unbound on a subclass (``tfb.Exp._cache.clear()``): that class's.
+        Unbound on the class that defines the cache (``tfb.Bijector._cache.clear()``),
+        or with no class at all: empties it. Unbound on a subclass
+        (``tfb.Exp._cache.clear()``, or a cache built with ``bijector_class=``): the
+        entries of that class and its subclasses.
         """
         shared = self._s
         if self._bijector is not None:
@@ -935,7 +956,7 @@ class PicklefixBijectorCache(object):
                     storage.clear_owner(rec[2])
             return
         cls = self._bijector_class
-        everything = cls is None or cls is self._defining_class or self._defining_class is None
+        everything = cls is None or cls is self._defining_class
         for storage in list(shared.storages):
             with storage.lock:
                 if everything:
@@ -1173,9 +1194,7 @@ class PicklefixBijectorCache(object):
             if edge is not None and edge.attrs is not attrs:
                 for name, item in attrs.items():  # greedy attributes of this call
                     edge.attrs.setdefault(name, item)
-            # An output that is (or contains) the input itself, as Identity returns,
-            # must not be kept alive through its own input: then nothing is held.
-            held = storage.can_hold(out_leaves) and not _shares_leaf(out_leaves, leaves)
+            held = storage.can_hold(out_leaves, leaves)
             if edge is None:
                 # While the output lives the input is held, and the output's death
                 # drops the edge: the input needs no callback of its own.
