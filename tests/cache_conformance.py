@@ -208,6 +208,16 @@ class _Plain(object):
         return self._i(y)
 
 
+class _Unrelated(object):
+    """A bijector of another class (not a subclass of _Plain)."""
+
+    def _forward(self, s):
+        return (s[0], s[1] + s[0])
+
+    def _inverse(self, s):
+        return (s[0], s[1] - s[0])
+
+
 def _cache_of(sub, bij, **kwargs):
     """A cache of the kind installed on ``Bijector`` (whichever implementation runs)."""
     cls = type(vars(api(sub).bijectors.Bijector)["_cache"])
@@ -286,14 +296,17 @@ def test_caches_built_on_one_storage_share_it(sub, impl):
     y1, y2 = cache.forward(x), other.forward(x)
     w = (value(sub, [3.0]), value(sub, [0.25]))
     y3 = cache.forward(w)
+    stranger = type(cache)(bijector=_Unrelated(), bijector_class=_Unrelated, storage=cache.storage)
+    y4 = stranger.forward(w)
     assert len(whole.weak_keys(direction="forward")) == 3
     other.clear()  # the second bijector's entries only
     assert len(whole.weak_keys(direction="forward")) == 2
     assert cache.inverse(y1)[1] is x[1] and cache.inverse(y3)[1] is w[1]
     assert other.inverse(y2)[1] is not x[1]  # recomputed
-    whole.clear()
+    whole.clear()  # the class's entries only
     assert whole.weak_keys(direction="forward") == []
     assert first.calls == [2, 0]
+    assert stranger.inverse(y4)[1] is w[1]
 
 
 def test_kwargs_are_part_of_the_key(sub, impl):
