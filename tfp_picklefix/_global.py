@@ -4,11 +4,13 @@ TFP keeps one class-level cache object per class that defines ``_cache``
 (``Bijector._cache``; ``FFJORD._cache`` and ``HighwayFlow._cache`` with greedy
 attributes). Each one found on ``Bijector`` or a subclass is replaced, per mode:
 ``fixed`` by :class:`~tfp_picklefix._cache.PicklefixBijectorCache`, ``off`` by a
-pass-through, ``upstream`` not at all.
+pass-through, ``upstream`` not at all. A subclass defined later with a cache of its
+own (a user's flow written like FFJORD) gets the same, through
+``Bijector.__init_subclass__``.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 from . import _cache
 
@@ -52,8 +54,26 @@ def replacement(upstream_cache: Any, owner: type, mode: str) -> Any:
     return new
 
 
-def plan(module: Any, mode: str) -> List[Step]:
-    """Replacements of every upstream class-level ``_cache`` below ``module.Bijector``."""
+def subclass_hook(bijector: type, on_cache: Callable[[type], None]) -> classmethod:
+    """A ``bijector.__init_subclass__`` that hands ``on_cache`` every subclass defined
+    from now on with an upstream class-level ``_cache`` of its own."""
+    original = vars(bijector).get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if original is not None:  # a future TFP's own hook runs first
+            original.__get__(None, cls)(**kwargs)
+        else:
+            super(bijector, cls).__init_subclass__(**kwargs)
+        value = vars(cls).get("_cache")
+        if value is not None and _is_upstream_cache(value):
+            on_cache(cls)
+
+    return classmethod(__init_subclass__)
+
+
+def plan(module: Any, mode: str, on_cache: Optional[Callable[[type], None]] = None) -> List[Step]:
+    """Replacements of every upstream class-level ``_cache`` below ``module.Bijector``
+    and, given ``on_cache``, the hook that reports subclasses defined later."""
     if mode == UPSTREAM:
         return []
     steps = []
@@ -61,4 +81,7 @@ def plan(module: Any, mode: str) -> List[Step]:
         value = vars(klass).get("_cache")
         if value is not None and _is_upstream_cache(value):
             steps.append((klass, "_cache", replacement(value, klass, mode)))
+    if on_cache is not None:
+        steps.append((module.Bijector, "__init_subclass__",
+                      subclass_hook(module.Bijector, on_cache)))
     return steps

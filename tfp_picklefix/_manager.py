@@ -83,7 +83,9 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
             _reports[group] = report
             return report
         if detection.era == _detect.GLOBAL:
-            steps = _global.plan(module, cache_mode()) + _reducers.plan(group)
+            steps = (_global.plan(module, cache_mode(),
+                                  lambda cls, group=group: _adopt_cache(group, cls))
+                     + _reducers.plan(group))
         else:
             steps = _legacy.plan(module, detection.era)
         if not steps and not RECORD.entries(group):
@@ -107,6 +109,24 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
         report = SubstrateStatus(action="patched", patched=labels, **base)
         _reports[group] = report
         return report
+
+
+def _adopt_cache(group: str, cls: type) -> None:
+    """``cls`` was just defined with an upstream class-level ``_cache`` of its own: it
+    gets this mode's cache, as the classes patched before it did (recorded, so that
+    ``unpatch()`` and mode switches put the class's own cache back)."""
+    with _lock:
+        report = _reports.get(group)
+        mode = cache_mode()
+        if not _active or report is None or report.action != "patched" or mode == _global.UPSTREAM:
+            return
+        try:
+            _apply(cls, "_cache", _global.replacement(vars(cls)["_cache"], cls, mode), group)
+        except Exception as exc:  # never break the definition of the user's class
+            warnings.warn(f"tfp_picklefix: {cls.__qualname__}._cache was left as it is: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
+            return
+        _reports[group] = report._replace(patched=_labels(RECORD.entries(group)))
 
 
 def _labels(entries: Any) -> tuple:
