@@ -189,6 +189,12 @@ def test_structured_inputs(sub, impl):
     assert all(a is b for a, b in zip(back, x))
     # A new container of the same tensors is the same key.
     assert all(a is b for a, b in zip(bij.inverse(list(y)), x))
+    # The cache's views give the structures back.
+    (key,) = bij._cache.weak_keys(direction="forward")
+    assert type(key()) is list and all(a is b for a, b in zip(key(), x))
+    ((given, made),) = bij._cache.items(direction="forward")
+    assert type(given) is list and all(a is b for a, b in zip(given, x))
+    assert all(a is b for a, b in zip(made, y))
 
 
 class _Plain(object):
@@ -348,6 +354,10 @@ def test_cache_api_used_by_other_code(sub, impl):
     assert len(cache.weak_keys(direction="forward")) == 1
     assert len(cache.weak_keys(direction="inverse")) == 1
     assert len(cache.items()) == 2
+    # Weak references, as upstream's: called, they give the inputs.
+    (key,) = cache.weak_keys(direction="forward")
+    (back,) = cache.weak_keys(direction="inverse")
+    assert key() is x and back() is y and key.alive
     assert cache.storage is not None
     with pytest.raises(ValueError):
         cache.weak_keys(direction="sideways")

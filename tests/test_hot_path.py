@@ -33,8 +33,8 @@ print(json.dumps(out))
     for module, hot, same, changed in json.loads(result.stdout.strip().splitlines()[-1]):
         assert {"forward", "inverse"} <= set(hot), module
         assert same == hot, module
-        # Legacy eras: only pickling hooks. Global era: the class-level cache object
-        # and the reducer (pickling only).
-        assert set(changed) <= {"__getstate__", "__setstate__", "_cache", "__reduce_ex__"}, \
-            (module, changed)
+        # Legacy eras: only pickling hooks. Global era: the class-level cache object,
+        # the reducer (pickling only) and the hook that runs when a subclass is defined.
+        assert set(changed) <= {"__getstate__", "__setstate__", "_cache", "__reduce_ex__",
+                                "__init_subclass__"}, (module, changed)
         assert not ({"__getstate__", "__setstate__"} & set(changed) and "_cache" in changed)

@@ -399,6 +399,28 @@ def _same(refs, leaves):
     return True
 
 
+class _WeakKey(object):
+    """One entry's input as ``weak_keys()`` gives it (upstream: a ``WeakStructRef``):
+    calling it gives the input (None once one of its tensors died)."""
+
+    __slots__ = ("_refs", "_def")
+
+    def __init__(self, leaves, treedef):
+        self._refs = [weakref.ref(leaf) for leaf in leaves]
+        self._def = treedef
+
+    def __call__(self):
+        return _live(self._refs, self._def)
+
+    @property
+    def alive(self):
+        return self() is not None
+
+    def __repr__(self):
+        return "<weak key to {}>".format("nothing (dead)" if self() is None else
+                                         type(self()).__name__)
+
+
 class _Edge(object):
     """One computed transformation: side A (the input of the call) and side B (its output).
 
@@ -907,11 +929,19 @@ class PicklefixBijectorCache(object):
         return self._attributes(y, 1, kwargs)
 
     def weak_keys(self, bijector=None, bijector_class=None, direction=None):
-        """The live inputs of the matching entries (upstream returns weak refs to them)."""
-        return [value for value, _ in self.items(bijector, bijector_class, direction)]
+        """Weak references to the inputs of the matching entries, as upstream's
+        (``WeakStructRef``): call one for its input, or None once that died."""
+        return [_WeakKey(leaves, edge.a_def if is_a else edge.b_def)
+                for edge, is_a, leaves in self._matching(bijector, bijector_class, direction)]
 
     def items(self, bijector=None, bijector_class=None, direction=None):
         """[(input, output)] of the matching entries whose input is alive."""
+        return [(_unflatten(edge.a_def if is_a else edge.b_def, leaves),
+                 edge.output() if is_a else edge.input())
+                for edge, is_a, leaves in self._matching(bijector, bijector_class, direction)]
+
+    def _matching(self, bijector, bijector_class, direction):
+        """[(edge, is_a, the live leaves of that side)] of the matching entries."""
         d = self._direction(direction)
         token, cls = self._filter(bijector, bijector_class)
         out = []
@@ -930,12 +960,11 @@ class PicklefixBijectorCache(object):
                         leaves = _live_leaves(edge.b_refs) if edge.b_refs is not None else [None]
                     if any(leaf is None for leaf in leaves):
                         continue
-                    value = leaves[0] if len(leaves) == 1 else leaves
-                    out.append((value, edge.output() if is_a else edge.input()))
+                    out.append((edge, is_a, leaves))
         return out
 
     def __len__(self):
-        return len(self.items(direction="forward"))
+        return len(self._matching(None, None, "forward"))
 
     def clear(self):
         """Bound: drops this bijector object's own entries, nothing else.
