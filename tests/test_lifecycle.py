@@ -203,3 +203,34 @@ def test_get_original_and_status_table():
             else:
                 assert original is not vars(cls)["__getstate__"]
     assert _detect.tfp_version() in table
+
+
+_BOUND_SUBMODULES = """
+def bound():
+    # The imported TFP submodules that their package has as an attribute.
+    out = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("tensorflow_probability."):
+            continue
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and child in vars(sys.modules[parent]):
+            out.append(name)
+    return out
+"""
+
+
+def test_unpatch_keeps_the_submodules_that_packages_have():
+    """Imported first, the package patches while TFP's packages are still importing:
+    what it re-attaches then must not be deleted by unpatch() (it once deleted
+    ``tfp.substrates.numpy.bijectors``)."""
+    if not substrates():
+        pytest.skip("no TFP substrate in this stack")
+    without = run_python(import_substrates_code() + _BOUND_SUBMODULES
+                         + "print(json.dumps(bound()))")
+    assert without.returncode == 0, without.stderr[-3000:]
+    unpatched = run_python("import tfp_picklefix\n" + import_substrates_code() + _BOUND_SUBMODULES
+                           + "tfp_picklefix.unpatch()\nprint(json.dumps(bound()))")
+    assert unpatched.returncode == 0, unpatched.stderr[-3000:]
+    lost = (set(json.loads(without.stdout.strip().splitlines()[-1]))
+            - set(json.loads(unpatched.stdout.strip().splitlines()[-1])))
+    assert not lost, sorted(lost)

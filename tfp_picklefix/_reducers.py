@@ -515,15 +515,25 @@ def _misnamed_classes(prefix: str) -> List[Tuple[Any, str, Any]]:
     return [(cls, "__module__", name) for cls, name in found.values()]
 
 
+def _initializing(module: Any) -> bool:
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
 def _detached_submodules(prefix: str) -> List[Tuple[Any, str, Any]]:
-    """(package, name, submodule) for each imported submodule its package lost."""
+    """(package, name, submodule) for each imported submodule its package lost.
+
+    Not while the submodule or its package is still being imported (the import
+    system binds the name when it is done): recording it as missing then would make
+    ``unpatch()`` delete a name the package has (``tfp.substrates.numpy.bijectors``).
+    """
     steps = []
     for name, module in list(sys.modules.items()):
         if module is None or not name.startswith(prefix + "."):
             continue
         parent_name, _, child = name.rpartition(".")
         parent = sys.modules.get(parent_name)
-        if parent is not None and child not in vars(parent):
+        if (parent is not None and child not in vars(parent)
+                and not _initializing(module) and not _initializing(parent)):
             steps.append((parent, child, module))
     return steps
 
