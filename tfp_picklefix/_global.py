@@ -41,6 +41,12 @@ def _is_upstream_cache(value: Any) -> bool:
             and hasattr(value, "clear") and hasattr(value, "_forward_name"))
 
 
+def _own_upstream_cache(klass: type) -> Any:
+    """``klass``'s own class-level upstream ``_cache`` (not an inherited one), or None."""
+    value = vars(klass).get("_cache")
+    return value if value is not None and _is_upstream_cache(value) else None
+
+
 def replacement(upstream_cache: Any, owner: type, mode: str) -> Any:
     greedy = type(upstream_cache).__name__.endswith("WithGreedyAttrs")
     if mode == FIXED:
@@ -64,8 +70,7 @@ def subclass_hook(bijector: type, on_cache: Callable[[type], None]) -> classmeth
             original.__get__(None, cls)(**kwargs)
         else:
             super(bijector, cls).__init_subclass__(**kwargs)
-        value = vars(cls).get("_cache")
-        if value is not None and _is_upstream_cache(value):
+        if _own_upstream_cache(cls) is not None:
             on_cache(cls)
 
     return classmethod(__init_subclass__)
@@ -78,8 +83,8 @@ def plan(module: Any, mode: str, on_cache: Optional[Callable[[type], None]] = No
         return []
     steps = []
     for klass in _subclasses(module.Bijector):
-        value = vars(klass).get("_cache")
-        if value is not None and _is_upstream_cache(value):
+        value = _own_upstream_cache(klass)
+        if value is not None:
             steps.append((klass, "_cache", replacement(value, klass, mode)))
     if on_cache is not None:
         steps.append((module.Bijector, "__init_subclass__",
