@@ -1,4 +1,4 @@
-"""The shared notes' failures F1-F6, one object each, through every serializer.
+"""The failures F1-F7 and F9, one object each, through every serializer.
 
     python tests/modern_repro.py SUBSTRATE [dump PATH | load PATH]
 
@@ -84,6 +84,20 @@ if SUB != "tf":  # the JAX/NumPy tf.Variable stand-in
                                        lambda v: [ns.tf.convert_to_tensor(v)])
 CASES["F5 GaussianProcess (dill)"] = (lambda: tfd.GaussianProcess(
     psd.ExponentiatedQuadratic(), index_points=[[0.0], [1.0]], observation_noise_variance=0.1), dist_values)
+
+
+def properties_values(p):
+    """A ParameterProperties namedtuple's class and fields; a function field (TFP's
+    own defaults and constants), by name and code (by-value picklers copy lambdas)."""
+    return [type(p).__name__] + [f"{f.__qualname__}: {f.__code__.co_code.hex()}"
+                                 if callable(f) else f for f in p]
+
+
+_properties = sys.modules[ns.tfp.util.ParameterProperties.__module__]
+for _name in ("ParameterProperties", "BatchedComponentProperties", "ShapeParameterProperties"):
+    CASES[f"F9 {_name}"] = (getattr(_properties, _name), properties_values)
+CASES["F9 BatchedComponentProperties (arguments)"] = (lambda: _properties.BatchedComponentProperties(
+    event_ndims=1, is_preferred=False), properties_values)
 
 
 def serializers():

@@ -17,10 +17,6 @@ from conftest import global_substrates, run_script
 
 # class -> why some of its cells fail (causes outside what this package should patch).
 KNOWN_FAILURES = {
-    "util.ParameterProperties": "its default constraining-bijector function is a lambda in "
-                                "TFP's class body: the standard pickle cannot name it",
-    "util.BatchedComponentProperties": "a TFP namedtuple whose __new__ takes fewer arguments "
-                                       "than it has fields: copy/cloudpickle/dill cannot rebuild it",
     "util.TransformedVariable": "TFP 0.25's NumPy substrate with NumPy 1.x only: a deep "
                                 "copy's value comes back as float64 (NumPy 1's type "
                                 "promotion in TFP's Softplus; see the README)",

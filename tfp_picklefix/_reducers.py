@@ -43,6 +43,14 @@ F3  The type spec of a ``TransformedVariable``/``DeferredTensor`` (and of every
     auto-composite TFP object) is written through TF's own structure coder
     (``nested_structure_coder``), because its class is made inside a function and
     cannot be found by name; upstream's ``__reduce__`` also forgot to return.
+F9  ``ParameterProperties`` (``tfp.util``) and its subclasses are namedtuples. The
+    plain class's default ``shape_fn`` is a lambda in TFP's signature, which the
+    standard pickle cannot write; the subclasses (``BatchedComponentProperties``,
+    ``ShapeParameterProperties``) fix some fields in a ``__new__`` that takes fewer
+    arguments than there are fields, so every copy and unpickling failed
+    (``__new__() takes from 1 to 5 positional arguments but 8 were given``). Such a
+    tuple is rebuilt by calling ``__new__`` with the fields it takes, leaving out
+    those that are its own defaults, when that gives back the same fields.
 """
 from __future__ import annotations
 
@@ -426,6 +434,60 @@ def type_spec_reduce(self: Any) -> Tuple[Any, Tuple[Any]]:
     return nested_structure_coder.decode_proto, (proto,)
 
 
+_NEW_PARAMETERS: Dict[type, Dict[str, Any]] = {}
+
+
+def _new_parameters(cls: type) -> Dict[str, Any]:
+    """name -> parameter of ``cls.__new__`` after ``cls`` (memoized per class)."""
+    found = _NEW_PARAMETERS.get(cls)
+    if found is None:
+        import inspect
+
+        try:
+            params = list(inspect.signature(cls.__new__).parameters.values())[1:]
+        except (TypeError, ValueError):
+            params = []
+        found = _NEW_PARAMETERS[cls] = {p.name: p for p in params
+                                        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return found
+
+
+def _properties_kwargs(self: Any) -> Any:
+    """The keyword arguments of ``type(self).__new__`` that rebuild the namedtuple
+    ``self`` field for field (identical objects), leaving out the fields that are the
+    constructor's own defaults; None when the default reduction already works, or when
+    no such call gives the same fields back."""
+    cls = type(self)
+    params = _new_parameters(cls)
+    kwargs = {}
+    cause = False
+    for name, value in zip(self._fields, self):
+        param = params.get(name)
+        if param is None:
+            cause = True  # fixed by __new__: the default reduction passes it and fails
+        elif param.default is value and isinstance(value, types.FunctionType):
+            cause = cause or not _findable(value)  # TFP's default lambda
+        else:
+            kwargs[name] = value
+    if not cause:
+        return None
+    try:
+        rebuilt = cls.__new__(cls, **kwargs)
+    except Exception:  # a subclass whose __new__ this cannot call: leave it alone
+        return None
+    if type(rebuilt) is not cls or any(a is not b for a, b in zip(rebuilt, self)):
+        return None
+    return kwargs
+
+
+def properties_reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for TFP's ``ParameterProperties`` namedtuples (F9)."""
+    kwargs = _properties_kwargs(self)
+    if kwargs is None:
+        return object.__reduce_ex__(self, protocol)
+    return copyreg.__newobj_ex__, (type(self), (), kwargs)
+
+
 def _prefix(bijector_module: str) -> str:
     return bijector_module.rsplit(".bijectors.", 1)[0]
 
@@ -441,6 +503,8 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("util.deferred_tensor", "_DeferredTensorTransformedVariableSpecBase", "__reduce__",
      type_spec_reduce),
     ("internal.reparameterization", "ReparameterizationType", "__reduce__", singleton_reduce),
+    ("internal.parameter_properties", "ParameterProperties", "__reduce_ex__",
+     properties_reduce_ex),
 ) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement)
           for backend in ("numpy", "jax")
           for attribute, replacement in (("__reduce_ex__", variable_reduce_ex),
@@ -451,7 +515,8 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
 _TF_TARGETS = (("tensorflow.python.trackable.data_structures", "_DictWrapper", "__reduce_ex__",
                 dict_wrapper_reduce_ex),)
 
-_SHARED = (singleton_reduce, variable_reduce_ex, variable_copy, variable_deepcopy)
+_SHARED = (singleton_reduce, variable_reduce_ex, variable_copy, variable_deepcopy,
+           properties_reduce_ex)
 
 # Modules whose import re-plans a substrate (a hook each), relative to the prefix.
 MODULES = tuple(dict.fromkeys(target[0] for target in _TARGETS))
@@ -478,7 +543,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
             continue  # JAX/NumPy substrates: no TypeSpec machinery
         own = vars(cls).get(attribute)
         if (own is not None and own is not replacement and attribute == "__reduce_ex__"
-                and replacement is reduce_ex):
+                and replacement in (reduce_ex, properties_reduce_ex)):
             continue  # TFP defines its own reduction now: leave it alone
         steps.append((cls, attribute, replacement))
     if prefix == _TF_PREFIX:
