@@ -61,6 +61,18 @@ def autoregressive_fn(x: Any) -> Any:
     return NS.tfd.Independent(NS.tfd.Normal(loc=0.5 * x, scale=1.0), 1)
 
 
+def maf_shift_and_log_scale(x: Any) -> Any:
+    """A MaskedAutoregressiveFlow's network: element i depends on the elements before it."""
+    before = NS.tf.math.cumsum(x, axis=-1, exclusive=True)
+    return 0.5 * before, 0.1 * before
+
+
+def realnvp_shift_and_log_scale(x0: Any, output_units: int) -> Any:
+    """A RealNVP's network: the masked part's sum, spread over the other part."""
+    total = NS.tf.reduce_sum(x0, axis=-1, keepdims=True) * NS.tf.ones([output_units])
+    return 0.5 * total, 0.1 * total
+
+
 def markov_transition(_step: Any, x: Any) -> Any:
     return NS.tfd.Normal(x, 1.0)
 
@@ -235,6 +247,10 @@ BUILD: Dict[str, Callable[[Callable], Any]] = {
         NS.tf.Variable(np.float32(0.5)) if NS.name == "tf" else p(np.float32(0.5)), NS.tfb.Exp()),
     "util.TransformedVariable": lambda p: NS.util.TransformedVariable(np.float32(1.5), NS.tfb.Softplus()),
     "util.SeedStream": lambda p: NS.util.SeedStream(42, salt="coverage"),
+    "tfb.MaskedAutoregressiveFlow": lambda p: NS.tfb.MaskedAutoregressiveFlow(
+        shift_and_log_scale_fn=maf_shift_and_log_scale),
+    "tfb.RealNVP": lambda p: NS.tfb.RealNVP(
+        num_masked=1, shift_and_log_scale_fn=realnvp_shift_and_log_scale),
     "util.ParameterProperties": lambda p: NS.util.ParameterProperties(event_ndims=1),
     "util.BatchedComponentProperties": lambda p: NS.util.BatchedComponentProperties(event_ndims=1),
 }
@@ -255,8 +271,6 @@ NOT_BUILT: Dict[str, str] = {
     "tfb.Glow": "builds Keras networks", "tfb.BatchNormalization": "wraps a stateful Keras layer",
     "tfb.FFJORD": "needs an ODE state-time derivative network",
     "tfb.Inline": "needs user forward/inverse functions (see the user-code tests)",
-    "tfb.MaskedAutoregressiveFlow": "needs a shift/log-scale network",
-    "tfb.RealNVP": "needs a shift/log-scale network",
     "tfb.ScaleMatvecLinearOperator": "built in the distribution cases (LinearOperator arguments)",
     "tfb.ScaleMatvecLinearOperatorBlock": "needs blocks of LinearOperators",
     "tfb.CategoricalToDiscrete": "maps integer categories",

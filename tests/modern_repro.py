@@ -50,9 +50,9 @@ def dist_values(d):
     return [s, d.log_prob(s), d.reparameterization_type == tfd.FULLY_REPARAMETERIZED]
 
 
-def bij_values(b):
-    x = np.float32(0.3)
-    return [b.forward(x), b.inverse(b.forward(x)), b.forward_log_det_jacobian(x, event_ndims=0)]
+def bij_values(b, x=np.float32(0.3), event_ndims=0):
+    return [b.forward(x), b.inverse(b.forward(x)),
+            b.forward_log_det_jacobian(x, event_ndims=event_ndims)]
 
 
 CASES = {
@@ -84,6 +84,12 @@ if SUB != "tf":  # the JAX/NumPy tf.Variable stand-in
                                        lambda v: [ns.tf.convert_to_tensor(v)])
 CASES["F5 GaussianProcess (dill)"] = (lambda: tfd.GaussianProcess(
     psd.ExponentiatedQuadratic(), index_points=[[0.0], [1.0]], observation_noise_variance=0.1), dist_values)
+
+CASES["F4 Chain of MaskedAutoregressiveFlows"] = (lambda: tfb.Chain([
+    tfb.MaskedAutoregressiveFlow(shift_and_log_scale_fn=cc.maf_shift_and_log_scale),
+    tfb.Permute([1, 0]),
+    tfb.MaskedAutoregressiveFlow(shift_and_log_scale_fn=cc.maf_shift_and_log_scale)]),
+    lambda b: bij_values(b, np.float32([0.3, 0.6]), event_ndims=1))
 
 
 def properties_values(p):

@@ -137,3 +137,44 @@ def test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict():
     assert with_package.stdout.strip().splitlines()[-1] == "restored", with_package.stderr[-2000:]
     without = run_python(TRACKED_DICT, env={"TFP_PICKLEFIX": "off"})
     assert "cannot create weak reference to 'dict' object" in without.stdout, without.stdout[-500:]
+
+
+CALLERS_CLOSURE = """
+import copy, importlib, json, pickle, sys, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, "tests")
+import numpy as np
+import tfp_picklefix, cloudpickle, dill
+import coverage_cases as cc
+ns = cc.use(sys.argv[1])
+cholesky_util = importlib.import_module(ns.tfd.__name__ + ".cholesky_util")
+gp = ns.tfd.GaussianProcess(ns.psd.ExponentiatedQuadratic(), index_points=np.float32([[0.0], [0.0]]),
+                            cholesky_fn=cholesky_util.make_cholesky_with_jitter_fn(0.5))
+x = np.float32([0.1, 0.2])
+out = {"original": float(gp.log_prob(x))}
+for name, roundtrip in {"pickle": lambda o: pickle.loads(pickle.dumps(o)), "deepcopy": copy.deepcopy,
+                        "cloudpickle": lambda o: cloudpickle.loads(cloudpickle.dumps(o)),
+                        "dill": lambda o: dill.loads(dill.dumps(o))}.items():
+    try:
+        out[name] = float(roundtrip(gp).log_prob(x))
+    except Exception as exc:
+        out[name] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("sub", _subs())
+def test_a_callers_closure_is_never_replaced_by_the_default(sub):
+    """F4 rebuilds an object from its parameters, passing None where TFP's constructor
+    makes a default closure. A GaussianProcess given ``make_cholesky_with_jitter_fn(0.5)``
+    (a closure made by the same TFP code, with another jitter) came back with the
+    default jitter: a different log_prob, silently. Now every copy computes what the
+    original does; the standard pickle, which cannot write that closure, says so."""
+    if sub == "none":
+        pytest.skip("no TFP >= 0.12 substrate on this stack")
+    result = run_python(CALLERS_CLOSURE, args=[sub])
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    original = out.pop("original")
+    assert "cholesky_with_jitter" in str(out.pop("pickle")), out
+    assert out == {name: pytest.approx(original, rel=1e-5) for name in out}

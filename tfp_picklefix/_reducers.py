@@ -26,7 +26,10 @@ F4  Objects whose constructor makes TFP-internal closures (``SoftClip``,
     its class with its own ``parameters`` (which recreates the closures), and then
     gets the rest of its state (everything that does not lead to such a closure).
     This is done only when that loses nothing: the closures' subtrees may hold no
-    variable that the parameters do not also hold.
+    variable that the parameters do not also hold, and an argument replaced by None
+    (so that the constructor makes its default closure again) must come back as
+    the same closure (a caller's closure made by the same TFP code with other
+    values, or a list of bijectors that hold closures, is never replaced).
 F5  dill finds a class by importing its module as an attribute of the parent
     package; TFP deletes most submodule attributes from its packages
     (``remove_undocumented``), so dill's defaults write those classes by value, and
@@ -229,20 +232,74 @@ def _rebuild_by_constructor(self: Any, attrs: Dict[str, Any]) -> Tuple[Any, Dict
         return None, attrs
     kwargs = _constructor_kwargs(type(self), parameters)
     defaults = _defaults(type(self))
+    nulled = []
     for key, value in list(kwargs.items()):
         if key not in defaults or not _Scan().walk(value).closures:
             continue
         if defaults[key] is value:
             del kwargs[key]  # the signature's own default: the constructor gives it again
-        elif defaults[key] is None:
+        elif defaults[key] is None and isinstance(value, types.FunctionType):
             # TFP's pattern: ``fn=None`` in the signature, then ``fn = <TFP default>``
-            # before recording ``parameters``; None again makes the same default.
+            # before recording ``parameters``; None again makes that default, which
+            # is checked below (the same closure could come from the caller, made
+            # with other values: ``make_cholesky_with_jitter_fn(0.5)``).
             kwargs[key] = None
+            nulled.append(key)
     from_parameters = _Scan().walk(kwargs)
     if from_parameters.closures or not lost_variables <= from_parameters.variables:
         return None, attrs  # TFP-made closures were handed in, or state would be lost
+    if nulled and not _defaults_reproduced(type(self), kwargs, parameters, nulled):
+        return None, attrs
     rest = {k: v for k, v in attrs.items() if k not in closure_keys}
     return _rebuild(type(self), kwargs), rest
+
+
+def _defaults_reproduced(cls: type, kwargs: Dict[str, Any], parameters: Dict[str, Any],
+                         nulled: List[str]) -> bool:
+    """The constructor, given None for ``nulled``, makes the same functions again."""
+    try:
+        fresh = dict(cls(**kwargs).parameters)
+    except Exception:
+        return False
+    return all(_same_function(fresh.get(key), parameters[key], 0) for key in nulled)
+
+
+def _same_function(a: Any, b: Any, depth: int) -> bool:
+    """Two functions with the same code, defaults and closure values (the same closure
+    made twice by the same TFP code with the same arguments)."""
+    if a is b:
+        return True
+    if (depth > 4 or not isinstance(a, types.FunctionType)
+            or not isinstance(b, types.FunctionType) or a.__code__ is not b.__code__):
+        return False
+    if not _same_value(a.__defaults__, b.__defaults__, depth):
+        return False
+    cells_a, cells_b = a.__closure__ or (), b.__closure__ or ()
+    if len(cells_a) != len(cells_b):
+        return False
+    for cell_a, cell_b in zip(cells_a, cells_b):
+        try:
+            x, y = cell_a.cell_contents, cell_b.cell_contents
+        except ValueError:  # an empty cell
+            return False
+        if not _same_value(x, y, depth):
+            return False
+    return True
+
+
+def _same_value(x: Any, y: Any, depth: int) -> bool:
+    if x is y:
+        return True
+    if isinstance(x, types.FunctionType):
+        return _same_function(x, y, depth + 1)
+    if isinstance(x, tuple) and isinstance(y, tuple):
+        return len(x) == len(y) and all(_same_value(u, v, depth) for u, v in zip(x, y))
+    if type(x) is not type(y) or not isinstance(x, _LEAVES) and type(x).__name__ != "DType":
+        return False  # tensors, arrays, objects: only the very same one
+    try:
+        return bool(x == y) is True
+    except Exception:
+        return False
 
 
 def _init_parameters(cls: type) -> List[Any]:
