@@ -44,7 +44,8 @@ _PREFIXES = {
 # listed here so that importing this module stays free of the reducers' imports).
 _REDUCER_MODULES = ("distributions.distribution", "math.psd_kernels.positive_semidefinite_kernel",
                     "internal.auto_composite_tensor", "util.deferred_tensor",
-                    "internal.reparameterization", "internal.parameter_properties")
+                    "internal.reparameterization", "internal.parameter_properties",
+                    "bijectors.masked_autoregressive")
 EXTRA_MODULES = {
     module: (prefix + ".bijectors.ffjord", prefix + ".experimental.bijectors.highway_flow")
     + tuple(f"{prefix}.{name}" for name in _REDUCER_MODULES)

@@ -54,6 +54,15 @@ F9  ``ParameterProperties`` (``tfp.util``) and its subclasses are namedtuples. T
     (``__new__() takes from 1 to 5 positional arguments but 8 were given``). Such a
     tuple is rebuilt by calling ``__new__`` with the fields it takes, leaving out
     those that are its own defaults, when that gives back the same fields.
+F10 ``AutoregressiveNetwork`` (TFP's Keras layer for ``MaskedAutoregressiveFlow``) holds,
+    once built, a Keras model whose dense layers have TFP-made mask closures as
+    kernel initializer and constraint. Keras pickles and copies a model through its
+    own saving format, which cannot load those (``Unknown initializer:
+    'masked_initializer'``), so no MAF with a built network could be pickled, deep-
+    copied or sent through cloudpickle/dill. The layer is written without its model
+    and rebuilt on load: its own ``build`` makes the model again (same masks, same
+    closures; a random input order is passed as the order it drew) and then gets
+    the weights. Not done for ``hidden_degrees='random'`` (the masks could differ).
 """
 from __future__ import annotations
 
@@ -545,6 +554,79 @@ def properties_reduce_ex(self: Any, protocol: int) -> Any:
     return copyreg.__newobj_ex__, (type(self), (), kwargs)
 
 
+class _Call:
+    """A stand-in that pickles and deep-copies as ``func(*args)`` (then ``state``). Only
+    what its reduction names is written: TFP, Keras and the standard library."""
+
+    __slots__ = ("reduced",)
+
+    def __init__(self, reduced: Tuple[Any, ...]) -> None:
+        self.reduced = reduced
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return self.reduced
+
+
+_NETWORK = "_network"
+
+
+def _without(container: Any, target: Any) -> Any:
+    """A copy of a list/dict/identity-dict of ``container`` without ``target`` (as an
+    item, a value, a key or a tracked reference's object)."""
+    if isinstance(container, list):
+        return [item for item in container
+                if item is not target and getattr(item, "ref", None) is not target]
+    if isinstance(container, dict):
+        return {key: value for key, value in container.items() if value is not target}
+    if hasattr(container, "items") and hasattr(container, "__setitem__"):
+        try:  # TF's ObjectIdentityDictionary (Keras counts references to attributes)
+            fresh = type(container)()
+            for key, value in container.items():
+                if key is not target:
+                    fresh[key] = value
+        except Exception:
+            return container
+        return fresh
+    return container
+
+
+def network_reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for TFP's ``AutoregressiveNetwork`` Keras layer (F10)."""
+    reduced = object.__reduce_ex__(self, protocol)
+    network = getattr(self, _NETWORK, None)
+    state = reduced[2] if isinstance(reduced, tuple) and len(reduced) > 2 else None
+    if (network is None or not isinstance(state, dict) or state.get(_NETWORK) is not network
+            or getattr(self, "_hidden_degrees", None) == "random"
+            or state.get("_build_input_shape") is None):
+        return reduced
+    import operator
+
+    state = {key: _without(value, network) for key, value in state.items() if key != _NETWORK}
+    state["built"] = False
+    order = getattr(self, "_input_order", None)
+    if isinstance(getattr(self, "_input_order_param", None), str) and order is not None:
+        state["_input_order_param"] = order  # the order it drew, if it drew one
+    try:
+        values = self.get_weights()
+    except Exception:  # not eager (a trace): leave it to Keras
+        return reduced
+    # Memoized by pickle and deepcopy: the three refer to one new layer, made from
+    # the state, then built, then given the weights, in that order.
+    blank = _Call((functools.partial(reduced[0], *reduced[1]), (), state))
+    built = _Call((operator.methodcaller("build", state["_build_input_shape"]), (blank,)))
+    weights = _Call((operator.methodcaller("set_weights", values), (blank,)))
+    return operator.itemgetter(0), ((blank, built, weights),)
+
+
+def network_copy(self: Any) -> Any:
+    """``__copy__`` for ``AutoregressiveNetwork``: Python's default shallow copy (its
+    ``__reduce_ex__`` above is for pickles and deep copies)."""
+    cls = type(self)
+    new = cls.__new__(cls)
+    new.__setstate__(self.__getstate__())
+    return new
+
+
 def _prefix(bijector_module: str) -> str:
     return bijector_module.rsplit(".bijectors.", 1)[0]
 
@@ -562,6 +644,9 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("internal.reparameterization", "ReparameterizationType", "__reduce__", singleton_reduce),
     ("internal.parameter_properties", "ParameterProperties", "__reduce_ex__",
      properties_reduce_ex),
+    ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__reduce_ex__",
+     network_reduce_ex),
+    ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__copy__", network_copy),
 ) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement)
           for backend in ("numpy", "jax")
           for attribute, replacement in (("__reduce_ex__", variable_reduce_ex),
@@ -598,6 +683,10 @@ def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
             continue
         if replacement is type_spec_reduce and not _is_tf_type_spec(cls):
             continue  # JAX/NumPy substrates: no TypeSpec machinery
+        if replacement in (network_reduce_ex, network_copy) and not (
+                hasattr(cls, "get_weights") and hasattr(cls, "__getstate__")
+                and hasattr(cls, "__setstate__") and hasattr(cls, "build")):
+            continue  # not a Keras layer here (the JAX/NumPy substrates)
         own = vars(cls).get(attribute)
         if (own is not None and own is not replacement and attribute == "__reduce_ex__"
                 and replacement in (reduce_ex, properties_reduce_ex)):

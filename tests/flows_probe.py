@@ -1,0 +1,129 @@
+"""A MaskedAutoregressiveFlow with TFP's Keras AutoregressiveNetwork, through every
+serializer (F10): values, variables, one training step, checkpoints.
+
+    python tests/flows_probe.py roundtrip [INPUT_ORDER]   # one JSON line per serializer
+    python tests/flows_probe.py dump PATH | load PATH     # the standard pickle, across processes
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import sys
+import tempfile
+import warnings
+
+warnings.simplefilter("ignore")
+
+import numpy as np  # noqa: E402
+
+if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "load":
+    import tfp_picklefix  # noqa: F401
+
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+from tensorflow_probability.python.internal import tf_keras  # noqa: E402
+
+tfb, tfd = tfp.bijectors, tfp.distributions
+if os.environ.get("TFP_PICKLEFIX_PROBE_F10") == "0":  # the package without F10 alone
+    for _attribute in ("__reduce_ex__", "__copy__"):
+        if _attribute in vars(tfb.AutoregressiveNetwork):
+            delattr(tfb.AutoregressiveNetwork, _attribute)
+X = np.float32([[0.1, 0.2, 0.3], [-0.4, 0.5, 1.5]])
+
+
+def build(order="left-to-right"):
+    tf.random.set_seed(3)
+    made = tfb.AutoregressiveNetwork(params=2, hidden_units=[8], event_shape=[3],
+                                     input_order=order, activation="relu")
+    flow = tfb.Chain([tfb.MaskedAutoregressiveFlow(shift_and_log_scale_fn=made),
+                      tfb.Permute([2, 0, 1])])
+    dist = tfd.TransformedDistribution(tfd.Sample(tfd.Normal(0.0, 1.0), [3]), flow)
+    dist.log_prob(X)  # builds the network
+    return dist
+
+
+def network(dist):
+    return dist.bijector.bijectors[0].parameters["shift_and_log_scale_fn"]
+
+
+def values(dist):
+    y = dist.bijector.forward(X)
+    return [y, dist.bijector.inverse(tf.identity(y)), dist.log_prob(X),
+            dist.bijector.forward_log_det_jacobian(X, event_ndims=1)]
+
+
+def train_step(dist):
+    """One Adam step; Keras applies the masks' kernel constraints after it."""
+    opt = tf_keras.optimizers.Adam(0.1)
+    with tf.GradientTape() as tape:
+        loss = -tf.reduce_mean(dist.log_prob(X))
+    variables = dist.trainable_variables
+    opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    return [v.numpy() for v in network(dist).weights]
+
+
+def checkpoint_keys(dist):
+    path = tf.train.Checkpoint(flow=dist).write(os.path.join(tempfile.mkdtemp(), "ckpt"))
+    return sorted(name for name, _ in tf.train.list_variables(path)), path
+
+
+SERIALIZERS = {
+    "pickle": lambda o: pickle.loads(pickle.dumps(o)),
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "cloudpickle": lambda o: __import__("cloudpickle").loads(__import__("cloudpickle").dumps(o)),
+    "dill": lambda o: __import__("dill").loads(__import__("dill").dumps(o)),
+}
+
+
+def check(original, clone, shallow):
+    out = {}
+    for a, b in zip(values(original), values(clone)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    old, new = network(original).weights, network(clone).weights
+    out["variables"] = [len(old), len(new)]
+    out["shared"] = sum(a is b for a, b in zip(old, new))
+    out["equal"] = all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(old, new))
+    keys, path = checkpoint_keys(original)
+    out["same_checkpoint_keys"] = keys == checkpoint_keys(clone)[0]
+    tf.train.Checkpoint(flow=clone).read(path).assert_consumed()
+    out["restored"] = True
+    if not shallow:
+        # Trained side by side, they stay equal: same gradients, same masks.
+        masks = [np.asarray(m) for m in network(original)._masks]
+        trained_a, trained_b = train_step(original), train_step(clone)
+        out["trained_equal"] = all(np.allclose(a, b, rtol=1e-6, atol=1e-7)
+                                   for a, b in zip(trained_a, trained_b))
+        kernels = [w for w in trained_b if w.ndim == 2]
+        out["masked_kernels_zero"] = all(not np.any(k[~m]) for k, m in zip(kernels, masks))
+    return out
+
+
+def main():
+    action = sys.argv[1]
+    if action == "roundtrip":
+        order = sys.argv[2] if len(sys.argv) > 2 else "left-to-right"
+        for name, roundtrip in SERIALIZERS.items():
+            try:
+                original = build(order)
+                result = check(original, roundtrip(original), shallow=name == "copy")
+            except Exception as exc:
+                result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            print(json.dumps({name: result}), flush=True)
+    elif action == "dump":
+        dist = build()
+        with open(sys.argv[2], "wb") as f:
+            pickle.dump([dist, [np.asarray(v) for v in values(dist)]], f)
+        print(json.dumps({"dumped": True}))
+    elif action == "load":
+        with open(sys.argv[2], "rb") as f:
+            clone, expected = pickle.load(f)
+        for a, b in zip(expected, values(clone)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        print(json.dumps({"loaded": True, "package": "tfp_picklefix" in sys.modules}))
+
+
+if __name__ == "__main__":
+    main()
