@@ -73,6 +73,18 @@ def realnvp_shift_and_log_scale(x0: Any, output_units: int) -> Any:
     return 0.5 * total, 0.1 * total
 
 
+def ffjord_derivative(_time: Any, state: Any) -> Any:
+    """FFJORD's state-time derivative: a linear ODE (decay)."""
+    return -0.5 * state
+
+
+def _ffjord() -> Any:
+    import sys
+
+    exact = sys.modules[NS.tfb.FFJORD.__module__].trace_jacobian_exact  # deterministic
+    return NS.tfb.FFJORD(ffjord_derivative, trace_augmentation_fn=exact)
+
+
 def markov_transition(_step: Any, x: Any) -> Any:
     return NS.tfd.Normal(x, 1.0)
 
@@ -249,6 +261,7 @@ BUILD: Dict[str, Callable[[Callable], Any]] = {
     "util.SeedStream": lambda p: NS.util.SeedStream(42, salt="coverage"),
     "tfb.MaskedAutoregressiveFlow": lambda p: NS.tfb.MaskedAutoregressiveFlow(
         shift_and_log_scale_fn=maf_shift_and_log_scale),
+    "tfb.FFJORD": lambda p: _ffjord(),
     "tfb.RealNVP": lambda p: NS.tfb.RealNVP(
         num_masked=1, shift_and_log_scale_fn=realnvp_shift_and_log_scale),
     "util.ParameterProperties": lambda p: NS.util.ParameterProperties(event_ndims=1),
@@ -269,7 +282,6 @@ NOT_BUILT: Dict[str, str] = {
     "tfb.AutoregressiveNetwork": "a Keras layer (tfp.layers territory)",
     "tfb.GlowDefaultNetwork": "a Keras network", "tfb.GlowDefaultExitNetwork": "a Keras network",
     "tfb.Glow": "builds Keras networks", "tfb.BatchNormalization": "wraps a stateful Keras layer",
-    "tfb.FFJORD": "needs an ODE state-time derivative network",
     "tfb.Inline": "needs user forward/inverse functions (see the user-code tests)",
     "tfb.ScaleMatvecLinearOperator": "built in the distribution cases (LinearOperator arguments)",
     "tfb.ScaleMatvecLinearOperatorBlock": "needs blocks of LinearOperators",

@@ -136,6 +136,10 @@ class _Scan:
                 if is_tfp_closure(obj):
                     self.closures += 1
                 continue
+            if isinstance(obj, types.MethodType):  # FFJORD's default ode_solve_fn
+                stack.append(obj.__func__)
+                stack.append(obj.__self__)
+                continue
             if isinstance(obj, functools.partial):
                 stack.append(obj.func)
                 stack.extend(obj.args)
