@@ -86,6 +86,9 @@ def check(original, clone, shallow):
     out["variables"] = [len(old), len(new)]
     out["shared"] = sum(a is b for a, b in zip(old, new))
     out["equal"] = all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(old, new))
+    mine, theirs = vars(network(original)), vars(network(clone))
+    out["same_attributes"] = sorted(mine) == sorted(theirs) and all(
+        type(mine[k]) is type(theirs[k]) for k in mine)  # nothing lost or changed in kind
     keys, path = checkpoint_keys(original)
     out["same_checkpoint_keys"] = keys == checkpoint_keys(clone)[0]
     tf.train.Checkpoint(flow=clone).read(path).assert_consumed()

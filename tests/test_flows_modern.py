@@ -19,9 +19,11 @@ pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_module(
                                 reason="TFP >= 0.12 with TF and tf-keras (the modern stacks)")
 
 SCRIPT = "tests/flows_probe.py"
-DEEP = {"variables": [4, 4], "shared": 0, "equal": True, "same_checkpoint_keys": True,
+DEEP = {"variables": [4, 4], "shared": 0, "equal": True, "same_attributes": True,
+        "same_checkpoint_keys": True,
         "restored": True, "trained_equal": True, "masked_kernels_zero": True}
-SHALLOW = {"variables": [4, 4], "shared": 4, "equal": True, "same_checkpoint_keys": True,
+SHALLOW = {"variables": [4, 4], "shared": 4, "equal": True, "same_attributes": True,
+           "same_checkpoint_keys": True,
            "restored": True}
 
 

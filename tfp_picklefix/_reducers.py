@@ -578,11 +578,15 @@ def _without(container: Any, target: Any) -> Any:
     """A copy of a list/dict/identity-dict of ``container`` without ``target`` (as an
     item, a value, a key or a tracked reference's object)."""
     if isinstance(container, list):
-        return [item for item in container
+        kept = [item for item in container
                 if item is not target and getattr(item, "ref", None) is not target]
+        return kept if len(kept) < len(container) else container  # keeps TF's ListWrapper
     if isinstance(container, dict):
+        if not any(value is target for value in container.values()):
+            return container
         return {key: value for key, value in container.items() if value is not target}
-    if hasattr(container, "items") and hasattr(container, "__setitem__"):
+    if (hasattr(container, "items") and hasattr(container, "__setitem__")
+            and any(key is target for key, _ in container.items())):
         try:  # TF's ObjectIdentityDictionary (Keras counts references to attributes)
             fresh = type(container)()
             for key, value in container.items():
@@ -600,7 +604,7 @@ def network_reduce_ex(self: Any, protocol: int) -> Any:
     network = getattr(self, _NETWORK, None)
     state = reduced[2] if isinstance(reduced, tuple) and len(reduced) > 2 else None
     if (network is None or not isinstance(state, dict) or state.get(_NETWORK) is not network
-            or getattr(self, "_hidden_degrees", None) == "random"
+            or str(getattr(self, "_hidden_degrees", "")) == "random"
             or state.get("_build_input_shape") is None):
         return reduced
     import operator
@@ -608,18 +612,24 @@ def network_reduce_ex(self: Any, protocol: int) -> Any:
     state = {key: _without(value, network) for key, value in state.items() if key != _NETWORK}
     state["built"] = False
     order = getattr(self, "_input_order", None)
-    if isinstance(getattr(self, "_input_order_param", None), str) and order is not None:
-        state["_input_order_param"] = order  # the order it drew, if it drew one
+    drawn = getattr(self, "_input_order_param", None)
+    random_order = isinstance(drawn, str) and drawn == "random" and order is not None
+    if random_order:
+        state["_input_order_param"] = order  # build with the order it drew
     try:
         values = self.get_weights()
     except Exception:  # not eager (a trace): leave it to Keras
         return reduced
-    # Memoized by pickle and deepcopy: the three refer to one new layer, made from
-    # the state, then built, then given the weights, in that order.
+    # Memoized by pickle and deepcopy: these refer to one new layer, made from the
+    # state, then built, then given the weights (then told its order was drawn),
+    # in that order.
     blank = _Call((functools.partial(reduced[0], *reduced[1]), (), state))
-    built = _Call((operator.methodcaller("build", state["_build_input_shape"]), (blank,)))
-    weights = _Call((operator.methodcaller("set_weights", values), (blank,)))
-    return operator.itemgetter(0), ((blank, built, weights),)
+    steps = [blank,
+             _Call((operator.methodcaller("build", state["_build_input_shape"]), (blank,))),
+             _Call((operator.methodcaller("set_weights", values), (blank,)))]
+    if random_order:
+        steps.append(_Call((setattr, (blank, "_input_order_param", drawn))))
+    return operator.itemgetter(0), (tuple(steps),)
 
 
 def network_copy(self: Any) -> Any:
