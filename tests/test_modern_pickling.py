@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from conftest import STACK, global_substrates, run_python
@@ -178,3 +179,42 @@ def test_a_callers_closure_is_never_replaced_by_the_default(sub):
     original = out.pop("original")
     assert "cholesky_with_jitter" in str(out.pop("pickle")), out
     assert out == {name: pytest.approx(original, rel=1e-5) for name in out}
+
+
+STS_SURROGATE = """
+import copy, json, warnings
+warnings.simplefilter("ignore")
+import numpy as np
+import tfp_picklefix, cloudpickle
+import tensorflow as tf, tensorflow_probability as tfp
+y = np.float32(np.sin(np.arange(24) / 3.0) + np.arange(24) * 0.1)
+model = tfp.sts.Sum([tfp.sts.LocalLinearTrend(observed_time_series=y)], observed_time_series=y)
+posterior = tfp.sts.build_factored_surrogate_posterior(model=model)
+def draws(q):
+    sample = q.sample(3, seed=(1, 2))
+    return [np.asarray(v).tolist() for v in tf.nest.flatten(sample)] + [
+        np.asarray(q.log_prob(sample)).tolist()]
+out = {"original": draws(posterior)}
+for name, roundtrip in {"deepcopy": copy.deepcopy,
+                        "cloudpickle": lambda o: cloudpickle.loads(cloudpickle.dumps(o))}.items():
+    out[name] = draws(roundtrip(posterior))
+print(json.dumps(out))
+"""
+
+
+def test_an_attribute_set_after_construction_is_never_dropped():
+    """F4 drops the attributes that lead to TFP closures and lets the constructor make
+    them again. STS gives each prior a ``_default_event_space_bijector`` of its own after
+    construction (a bound TFP lambda), which no constructor makes: the copies of an STS
+    surrogate posterior sampled through ``Exp`` instead of the model's constraining
+    bijectors (other samples, other log_probs). Now a rebuild must remake every
+    attribute it drops, or the object is copied as it is."""
+    if "tf" not in global_substrates():
+        pytest.skip("TF substrate of TFP >= 0.12")
+    result = run_python(STS_SURROGATE)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    original = out.pop("original")
+    for name, got in out.items():
+        for a, b in zip(original, got):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)

@@ -26,10 +26,12 @@ F4  Objects whose constructor makes TFP-internal closures (``SoftClip``,
     its class with its own ``parameters`` (which recreates the closures), and then
     gets the rest of its state (everything that does not lead to such a closure).
     This is done only when that loses nothing: the closures' subtrees may hold no
-    variable that the parameters do not also hold, and an argument replaced by None
-    (so that the constructor makes its default closure again) must come back as
-    the same closure (a caller's closure made by the same TFP code with other
-    values, or a list of bijectors that hold closures, is never replaced).
+    variable that the parameters do not also hold; the constructor (built once to
+    check) must make again every attribute that is dropped (STS sets one on its
+    priors after construction); and an argument replaced by None (so that the
+    constructor makes its default closure again) must come back as the same
+    closure (a caller's closure made by the same TFP code with other values, or a
+    list of bijectors that hold closures, is never replaced).
 F5  dill finds a class by importing its module as an attribute of the parent
     package; TFP deletes most submodule attributes from its packages
     (``remove_undocumented``), so dill's defaults write those classes by value, and
@@ -261,20 +263,41 @@ def _rebuild_by_constructor(self: Any, attrs: Dict[str, Any]) -> Tuple[Any, Dict
     from_parameters = _Scan().walk(kwargs)
     if from_parameters.closures or not lost_variables <= from_parameters.variables:
         return None, attrs  # TFP-made closures were handed in, or state would be lost
-    if nulled and not _defaults_reproduced(type(self), kwargs, parameters, nulled):
+    if not _constructor_remakes(self, kwargs, attrs, closure_keys, parameters, nulled):
         return None, attrs
     rest = {k: v for k, v in attrs.items() if k not in closure_keys}
     return _rebuild(type(self), kwargs), rest
 
 
-def _defaults_reproduced(cls: type, kwargs: Dict[str, Any], parameters: Dict[str, Any],
+def _constructor_remakes(self: Any, kwargs: Dict[str, Any], attrs: Dict[str, Any],
+                         dropped: List[str], parameters: Dict[str, Any],
                          nulled: List[str]) -> bool:
-    """The constructor, given None for ``nulled``, makes the same functions again."""
+    """``type(self)(**kwargs)`` makes again what the rebuild drops from the state.
+
+    Built once, here: every dropped attribute must be there again, a function made by
+    the same code (a bound method: of the same function), and every argument given as
+    None must come back as the same closure. An attribute that other code set after
+    construction (STS gives its priors a ``_default_event_space_bijector`` of their
+    own) is not remade, and the object is then not rebuilt.
+    """
     try:
-        fresh = dict(cls(**kwargs).parameters)
+        fresh = type(self)(**kwargs)
+        made = vars(fresh)
+        made_parameters = dict(fresh.parameters)
     except Exception:
         return False
-    return all(_same_function(fresh.get(key), parameters[key], 0) for key in nulled)
+    for key in dropped:
+        if key not in made or not _same_kind(attrs[key], made[key]):
+            return False
+    return all(_same_function(made_parameters.get(key), parameters[key], 0) for key in nulled)
+
+
+def _same_kind(old: Any, new: Any) -> bool:
+    if isinstance(old, types.MethodType):
+        return isinstance(new, types.MethodType) and _same_kind(old.__func__, new.__func__)
+    if isinstance(old, types.FunctionType):
+        return isinstance(new, types.FunctionType) and old.__code__ is new.__code__
+    return type(old) is type(new)
 
 
 def _same_function(a: Any, b: Any, depth: int) -> bool:
