@@ -338,14 +338,20 @@ def _same_value(x: Any, y: Any, depth: int) -> bool:
         return False
 
 
-def _init_parameters(cls: type) -> List[Any]:
-    """The parameters of ``cls.__init__`` after ``self`` ([] when it has no signature)."""
+def _parameters_after_first(fn: Any) -> List[Any]:
+    """The parameters of ``fn`` after its first (``self``, ``cls``); [] without a
+    signature."""
     import inspect  # not at import time: keeps `import tfp_picklefix` cheap
 
     try:
-        return list(inspect.signature(cls.__init__).parameters.values())[1:]
+        return list(inspect.signature(fn).parameters.values())[1:]
     except (TypeError, ValueError):
         return []
+
+
+def _init_parameters(cls: type) -> List[Any]:
+    """The parameters of ``cls.__init__`` after ``self``."""
+    return _parameters_after_first(cls.__init__)
 
 
 def _defaults(cls: type) -> Dict[str, Any]:
@@ -534,14 +540,9 @@ def _new_parameters(cls: type) -> Dict[str, Any]:
     """name -> parameter of ``cls.__new__`` after ``cls`` (memoized per class)."""
     found = _NEW_PARAMETERS.get(cls)
     if found is None:
-        import inspect
-
-        try:
-            params = list(inspect.signature(cls.__new__).parameters.values())[1:]
-        except (TypeError, ValueError):
-            params = []
-        found = _NEW_PARAMETERS[cls] = {p.name: p for p in params
-                                        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        found = _NEW_PARAMETERS[cls] = {
+            p.name: p for p in _parameters_after_first(cls.__new__)
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     return found
 
 
