@@ -85,6 +85,11 @@ if SUB != "tf":  # the JAX/NumPy tf.Variable stand-in
 CASES["F5 GaussianProcess (dill)"] = (lambda: tfd.GaussianProcess(
     psd.ExponentiatedQuadratic(), index_points=[[0.0], [1.0]], observation_noise_variance=0.1), dist_values)
 
+if SUB == "tf":  # the JAX/NumPy substrates have no DeferredModule
+    CASES["F5 DeferredModule (dill; tfp.experimental loads late)"] = (
+        lambda: ns.tfp.experimental.util.DeferredModule(cc.normal_given,
+                                                        ns.tf.Variable(np.float32(0.5))),
+        dist_values)
 CASES["F4 Chain of MaskedAutoregressiveFlows"] = (lambda: tfb.Chain([
     tfb.MaskedAutoregressiveFlow(shift_and_log_scale_fn=cc.maf_shift_and_log_scale),
     tfb.Permute([1, 0]),

@@ -219,18 +219,66 @@ def bound():
 """
 
 
+_LATE = """
+for p in {packages!r}:
+    top = importlib.import_module(p)
+    for late in ("sts", "experimental", "vi", "mcmc"):
+        try:
+            getattr(top, late).__name__  # TFP loads these lazily
+        except Exception:
+            pass
+"""
+
+
+def _late_code():
+    return _LATE.format(packages=[substrates()[s].__name__ for s in substrates()])
+
+
 def test_unpatch_keeps_the_submodules_that_packages_have():
     """Imported first, the package patches while TFP's packages are still importing:
     what it re-attaches then must not be deleted by unpatch() (it once deleted
     ``tfp.substrates.numpy.bijectors``)."""
     if not substrates():
         pytest.skip("no TFP substrate in this stack")
-    without = run_python(import_substrates_code() + _BOUND_SUBMODULES
-                         + "print(json.dumps(bound()))")
+    code = import_substrates_code() + _late_code() + _BOUND_SUBMODULES
+    without = run_python(code + "print(json.dumps(bound()))")
     assert without.returncode == 0, without.stderr[-3000:]
-    unpatched = run_python("import tfp_picklefix\n" + import_substrates_code() + _BOUND_SUBMODULES
+    unpatched = run_python("import tfp_picklefix\n" + code
                            + "tfp_picklefix.unpatch()\nprint(json.dumps(bound()))")
     assert unpatched.returncode == 0, unpatched.stderr[-3000:]
     lost = (set(json.loads(without.stdout.strip().splitlines()[-1]))
             - set(json.loads(unpatched.stdout.strip().splitlines()[-1])))
     assert not lost, sorted(lost)
+
+
+def test_the_lazily_loaded_packages_get_their_submodules_back():
+    """F5 for ``tfp.sts``, ``tfp.experimental``, ``tfp.vi``, ``tfp.mcmc``: TFP loads them
+    after the Bijector module, and takes their submodules' names away when it does;
+    dill then cannot find their classes (``tfp.experimental.util.DeferredModule``, the
+    surrogate posteriors of ``tfp.sts`` and ``tfp.vi``: ``module
+    'tensorflow_probability.python.experimental.util' has no attribute
+    'special_methods'``). Each imported submodule must be its package's attribute."""
+    if not substrates():
+        pytest.skip("no TFP substrate in this stack")
+    prefixes = tuple(substrates()[s].__name__ + "." for s in substrates())
+    code = ("import tfp_picklefix\n" + import_substrates_code() + _late_code()
+            + _DETACHED + f"print(json.dumps(detached({prefixes!r})))")
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+    without = run_python(code, env={"TFP_PICKLEFIX": "off"})
+    assert json.loads(without.stdout.strip().splitlines()[-1]) != []  # TFP does take them
+
+
+_DETACHED = """
+def detached(prefixes):
+    # The imported submodules of the substrates that their package lacks.
+    out = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(prefixes):
+            continue
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and child not in vars(sys.modules[parent]):
+            out.append(name)
+    return sorted(out)
+"""

@@ -46,9 +46,13 @@ _REDUCER_MODULES = ("distributions.distribution", "math.psd_kernels.positive_sem
                     "internal.auto_composite_tensor", "util.deferred_tensor",
                     "internal.reparameterization", "internal.parameter_properties",
                     "bijectors.masked_autoregressive")
+# And TFP's packages that load lazily (``tfp.sts``, ``tfp.experimental``, ...): TFP deletes
+# their submodules' names from them once they are imported, which F5 gives back.
+_LATE_PACKAGES = ("debugging", "distributions", "experimental", "glm", "layers", "math", "mcmc",
+                  "monte_carlo", "optimizer", "random", "stats", "sts", "util", "vi")
 EXTRA_MODULES = {
     module: (prefix + ".bijectors.ffjord", prefix + ".experimental.bijectors.highway_flow")
-    + tuple(f"{prefix}.{name}" for name in _REDUCER_MODULES)
+    + tuple(f"{prefix}.{name}" for name in _REDUCER_MODULES + _LATE_PACKAGES)
     for module, prefix in _PREFIXES.items()
 }
 

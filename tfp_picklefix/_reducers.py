@@ -771,9 +771,12 @@ def _initializing(module: Any) -> bool:
 def _detached_submodules(prefix: str) -> List[Tuple[Any, str, Any]]:
     """(package, name, submodule) for each imported submodule its package lost.
 
-    Not while the submodule or its package is still being imported (the import
-    system binds the name when it is done): recording it as missing then would make
-    ``unpatch()`` delete a name the package has (``tfp.substrates.numpy.bijectors``).
+    Not while the submodule is still being imported (the import system binds the
+    name when it is done): recording it as missing then would make ``unpatch()``
+    delete a name the package has (``tfp.substrates.numpy.bijectors``). A package
+    still importing is no reason to wait: its finished submodules are bound already,
+    and those missing were taken away by TFP (``remove_undocumented``, at the end of
+    the package's ``__init__``, where the hooks of ``tfp.sts`` and the like run).
     """
     steps = []
     for name, module in list(sys.modules.items()):
@@ -781,8 +784,7 @@ def _detached_submodules(prefix: str) -> List[Tuple[Any, str, Any]]:
             continue
         parent_name, _, child = name.rpartition(".")
         parent = sys.modules.get(parent_name)
-        if (parent is not None and child not in vars(parent)
-                and not _initializing(module) and not _initializing(parent)):
+        if parent is not None and child not in vars(parent) and not _initializing(module):
             steps.append((parent, child, module))
     return steps
 
