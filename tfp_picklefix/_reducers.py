@@ -65,6 +65,14 @@ F10 ``AutoregressiveNetwork`` (TFP's Keras layer for ``MaskedAutoregressiveFlow`
     and rebuilt on load: its own ``build`` makes the model again (same masks, same
     closures; a random input order is passed as the order it drew) and then gets
     the weights. Not done for ``hidden_degrees='random'`` (the masks could differ).
+F11 Closures TFP made that F4 cannot avoid (a precomputed GP regression model's mean
+    function and Cholesky, ``TransformedTransitionKernel``'s log prob, the default
+    proposal of ``RandomWalkMetropolis``, the lambdas of ``_parameter_properties``, STS
+    joint distributions, ``tfp.experimental.nn`` layers, ...): for the standard pickle
+    only, each is written as a call that makes it again from its code object, found
+    in TFP by name (``_closures``). Also on transition kernels, GLM families, STS
+    models, ``tfp.experimental.nn`` layers and ``LinearOperatorPSDKernel``, whose
+    reduction is otherwise Python's default.
 """
 from __future__ import annotations
 
@@ -74,6 +82,8 @@ import sys
 import types
 import warnings
 from typing import Any, Dict, List, Set, Tuple
+
+from ._closures import _Call, written_by_reference
 
 try:
     from operator import call as _CALL  # Python >= 3.11
@@ -462,10 +472,32 @@ def reduce_ex(self: Any, protocol: int) -> Any:
         constructor, rest = _rebuild_by_constructor(self, attrs)
         if constructor is not None:
             return constructor + (_join(rest, slots),) + tail
+    if attrs is not None and _standard_pickle_running():  # F11
+        written = written_by_reference(attrs, is_tfp_closure)
+        if written is not None:
+            state = _join(written, slots)
     cls = type(self)
     if func is copyreg.__newobj__ and tuple(args) == (cls,) and cls.__new__ is not object.__new__:
         func, args = copyreg._reconstructor, (cls, object, None)  # F1
     return (func, args, state) + tail
+
+
+def closure_reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for other TFP objects that hold TFP closures (transition kernels,
+    GLM families, STS models, ``tfp.experimental.nn`` layers, ``LinearOperatorPSDKernel``):
+    Python's default reduction, with the closures written by reference (F11) for the
+    standard pickle only (cloudpickle and dill write them by value, copies share them)."""
+    reduced = object.__reduce_ex__(self, protocol)
+    if not isinstance(reduced, tuple) or len(reduced) < 3 or not _standard_pickle_running():
+        return reduced
+    attrs, slots = _state_dict(reduced[2])
+    if attrs is None:
+        return reduced
+    _check_user_functions(self, attrs)
+    written = written_by_reference(attrs, is_tfp_closure)
+    if written is None:
+        return reduced
+    return reduced[:2] + (_join(written, slots),) + tuple(reduced[3:])
 
 
 def singleton_reduce(self: Any) -> Any:
@@ -575,24 +607,18 @@ def _properties_kwargs(self: Any) -> Any:
 
 
 def properties_reduce_ex(self: Any, protocol: int) -> Any:
-    """``__reduce_ex__`` for TFP's ``ParameterProperties`` namedtuples (F9)."""
+    """``__reduce_ex__`` for TFP's ``ParameterProperties`` namedtuples (F9; F11 for the
+    lambdas of a distribution's ``_parameter_properties``)."""
     kwargs = _properties_kwargs(self)
     if kwargs is None:
-        return object.__reduce_ex__(self, protocol)
-    return copyreg.__newobj_ex__, (type(self), (), kwargs)
-
-
-class _Call:
-    """A stand-in that pickles and deep-copies as ``func(*args)`` (then ``state``). Only
-    what its reduction names is written: TFP, Keras and the standard library."""
-
-    __slots__ = ("reduced",)
-
-    def __init__(self, reduced: Tuple[Any, ...]) -> None:
-        self.reduced = reduced
-
-    def __reduce__(self) -> Tuple[Any, ...]:
-        return self.reduced
+        reduced = object.__reduce_ex__(self, protocol)
+    else:
+        reduced = copyreg.__newobj_ex__, (type(self), (), kwargs)
+    if isinstance(reduced, tuple) and len(reduced) > 1 and _standard_pickle_running():
+        written = written_by_reference(reduced[1], is_tfp_closure)
+        if written is not None:
+            reduced = (reduced[0], written) + tuple(reduced[2:])
+    return reduced
 
 
 _NETWORK = "_network"
@@ -685,6 +711,12 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__reduce_ex__",
      network_reduce_ex),
     ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__copy__", network_copy),
+    ("mcmc.kernel", "TransitionKernel", "__reduce_ex__", closure_reduce_ex),
+    ("glm.family", "ExponentialFamily", "__reduce_ex__", closure_reduce_ex),
+    ("sts.structural_time_series", "StructuralTimeSeries", "__reduce_ex__", closure_reduce_ex),
+    ("experimental.nn.layers", "Layer", "__reduce_ex__", closure_reduce_ex),
+    ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel",
+     "__reduce_ex__", closure_reduce_ex),
 ) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement)
           for backend in ("numpy", "jax")
           for attribute, replacement in (("__reduce_ex__", variable_reduce_ex),
@@ -727,7 +759,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
             continue  # not a Keras layer here (the JAX/NumPy substrates)
         own = vars(cls).get(attribute)
         if (own is not None and own is not replacement and attribute == "__reduce_ex__"
-                and replacement in (reduce_ex, properties_reduce_ex)):
+                and replacement in (reduce_ex, properties_reduce_ex, closure_reduce_ex)):
             continue  # TFP defines its own reduction now: leave it alone
         steps.append((cls, attribute, replacement))
     if prefix == _TF_PREFIX:

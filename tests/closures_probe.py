@@ -1,0 +1,206 @@
+"""TFP objects that hold closures TFP made (F11), through every serializer.
+
+    python tests/closures_probe.py roundtrip SUBSTRATE   # one JSON line per case
+    python tests/closures_probe.py dump SUBSTRATE PATH | load SUBSTRATE PATH
+                                                      # the standard pickle, across processes
+
+``load`` never imports the package. ``TFP_PICKLEFIX_PROBE_F11=0``: the package without F11.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import sys
+import warnings
+
+warnings.simplefilter("ignore")
+
+import numpy as np  # noqa: E402
+
+if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "load":
+    import tfp_picklefix  # noqa: F401
+
+    if os.environ.get("TFP_PICKLEFIX_PROBE_F11") == "0":
+        from tfp_picklefix import _reducers
+
+        _reducers.written_by_reference = lambda attrs, is_tfp_closure: None
+
+SUBSTRATE = sys.argv[2]
+if SUBSTRATE == "tf":
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+elif SUBSTRATE == "jax":
+    from tensorflow_probability.substrates import jax as tfp
+    from tensorflow_probability.substrates.jax import tf2jax as tf
+else:
+    from tensorflow_probability.substrates import numpy as tfp
+    from tensorflow_probability.substrates.numpy import tf2numpy as tf
+
+tfb, tfd, psd = tfp.bijectors, tfp.distributions, tfp.math.psd_kernels
+X = np.linspace(-1.0, 1.0, 6).reshape(3, 2).astype(np.float32)
+Y = np.float32([0.3, -0.2, 0.9])
+
+
+def seed(a, b):  # a stateless seed in the substrate's own form (a PRNG key in JAX)
+    if SUBSTRATE == "jax":
+        import jax
+
+        return jax.random.PRNGKey(1000 * a + b)
+    return tfp.random.sanitize_seed((a, b))
+
+
+
+def target_log_prob(x):  # module level: the standard pickle writes it by name
+    return tfd.Normal(np.float32(0.5), np.float32(2.0)).log_prob(x)
+
+
+def gprm_precompute():
+    return tfd.GaussianProcessRegressionModel.precompute_regression_model(
+        psd.ExponentiatedQuadratic(np.float32(1.2)), index_points=X + 0.1,
+        observation_index_points=X, observations=Y, observation_noise_variance=np.float32(0.1))
+
+
+def gprm_values(model):
+    return [model.mean(), model.stddev(), model.log_prob(Y), model.sample(seed=seed(1, 2))]
+
+
+def schur_precompute():
+    return psd.SchurComplement.with_precomputed_divisor(
+        psd.ExponentiatedQuadratic(np.float32(1.2)), fixed_inputs=X, diag_shift=np.float32(0.1))
+
+
+def kernel_values(kernel):
+    return [kernel.matrix(X + 0.2, X - 0.3), kernel.apply(X, X + 0.5)]
+
+
+def transformed_kernel():
+    if SUBSTRATE == "numpy":  # no gradients there: no HMC
+        inner = tfp.mcmc.RandomWalkMetropolis(target_log_prob)
+    else:
+        inner = tfp.mcmc.HamiltonianMonteCarlo(target_log_prob, np.float32(0.3), 3)
+    return tfp.mcmc.TransformedTransitionKernel(inner, tfb.Exp())
+
+
+def random_walk():
+    return tfp.mcmc.RandomWalkMetropolis(target_log_prob)
+
+
+def mcmc_values(kernel):
+    state = np.float32([1.0, 2.0])
+    results = kernel.bootstrap_results(state)
+    steps = []
+    for i in range(3):
+        state, results = kernel.one_step(state, results, seed=seed(i, 7))
+        steps.append(state)
+    return steps
+
+
+def parameter_properties():
+    return tfd.Normal.parameter_properties()
+
+
+def properties_values(properties):
+    return [properties[name].default_constraining_bijector_fn().forward(np.float32(0.3))
+            for name in ("loc", "scale")]
+
+
+def sts_surrogate():
+    y = np.arange(8.0, dtype=np.float32)
+    return tfp.sts.build_factored_surrogate_posterior(tfp.sts.LocalLevel(observed_time_series=y))
+
+
+def surrogate_values(posterior):
+    draw = posterior.sample(seed=seed(3, 4))
+    return list(tf.nest.flatten(draw)) + [posterior.log_prob(draw)]
+
+
+def sts_joint():
+    y = np.arange(8.0, dtype=np.float32)
+    model = tfp.sts.Sum([tfp.sts.LocalLinearTrend(observed_time_series=y),
+                         tfp.sts.Seasonal(4, observed_time_series=y)], observed_time_series=y)
+    return model.joint_distribution(observed_time_series=y)
+
+
+def sts_values(jd):  # pinned to the observations
+    draw = jd.sample_unpinned(seed=seed(1, 2))
+    return list(tf.nest.flatten(draw)) + [jd.unnormalized_log_prob(draw)]
+
+
+def affine_layer():
+    tf.random.set_seed(5)
+    return tfp.experimental.nn.Affine(2, 3)
+
+
+def affine_values(layer):
+    return [layer(X)]
+
+
+def psd_operator():
+    return tfp.experimental.linalg.LinearOperatorPSDKernel(
+        psd.ExponentiatedQuadratic(np.float32(1.2)), X)
+
+
+def operator_values(operator):
+    return [operator.to_dense(), operator.matvec(Y)]
+
+
+CASES = {
+    "GaussianProcessRegressionModel.precompute_regression_model": (gprm_precompute, gprm_values),
+    "SchurComplement.with_precomputed_divisor": (schur_precompute, kernel_values),
+    "TransformedTransitionKernel": (transformed_kernel, mcmc_values),
+    "RandomWalkMetropolis": (random_walk, mcmc_values),
+    "Normal.parameter_properties": (parameter_properties, properties_values),
+}
+if SUBSTRATE == "tf":  # TF only in TFP: STS joint distributions' pinning, nn, linalg
+    CASES.update({
+        "StructuralTimeSeries.joint_distribution": (sts_joint, sts_values),
+        "sts.build_factored_surrogate_posterior": (sts_surrogate, surrogate_values),
+        "experimental.nn.Affine": (affine_layer, affine_values),
+        "LinearOperatorPSDKernel": (psd_operator, operator_values),
+    })
+
+SERIALIZERS = {
+    "pickle": lambda o: pickle.loads(pickle.dumps(o)),
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "cloudpickle": lambda o: __import__("cloudpickle").loads(__import__("cloudpickle").dumps(o)),
+    "dill": lambda o: __import__("dill").loads(__import__("dill").dumps(o)),
+}
+
+
+def _same(expected, got):
+    for a, b in zip(expected, got):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
+    return len(expected) == len(got)
+
+
+def main():
+    action = sys.argv[1]
+    if action == "roundtrip":
+        for case, (build, values) in CASES.items():
+            row = {}
+            for name, roundtrip in SERIALIZERS.items():
+                try:
+                    original = build()
+                    expected = values(original)
+                    row[name] = "same" if _same(expected, values(roundtrip(original))) else "differ"
+                except Exception as exc:
+                    row[name] = f"{type(exc).__name__}: {exc}"[:200]
+            print(json.dumps({case: row}), flush=True)
+    elif action == "dump":
+        made = {case: build() for case, (build, _) in CASES.items()}
+        expected = {case: [np.asarray(v) for v in CASES[case][1](obj)] for case, obj in made.items()}
+        with open(sys.argv[3], "wb") as f:
+            pickle.dump([made, expected], f)
+        print(json.dumps({"dumped": sorted(made)}))
+    elif action == "load":
+        with open(sys.argv[3], "rb") as f:
+            made, expected = pickle.load(f)
+        same = {case: _same(expected[case], CASES[case][1](obj)) for case, obj in made.items()}
+        print(json.dumps({"same": same, "package": "tfp_picklefix" in sys.modules}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""F11: TFP objects holding closures that TFP made, under the standard pickle (TFP >= 0.12).
+
+``tests/closures_probe.py`` builds them (GP regression models and Schur complements with
+a precomputed divisor, transition kernels, a distribution's parameter properties, STS
+joint distributions and surrogate posteriors, ``tfp.experimental.nn`` layers,
+``LinearOperatorPSDKernel``) and sends each through pickle, copy, deepcopy, cloudpickle
+and dill; a copy must compute the same values (samples and MCMC steps for the same
+seeds). Without F11 the standard pickle fails on each of them.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+import types
+
+import pytest
+
+from conftest import global_substrates, run_python
+
+SCRIPT = "tests/closures_probe.py"
+SERIALIZERS = ("pickle", "copy", "deepcopy", "cloudpickle", "dill")
+
+pytestmark = pytest.mark.skipif(not global_substrates(), reason="TFP >= 0.12 (global cache era)")
+
+
+def _rows(*args, env=None):
+    result = run_python("", env=env, args=[SCRIPT, *args])
+    assert result.returncode == 0, result.stderr[-4000:]
+    rows = {}
+    for line in result.stdout.strip().splitlines():
+        if line.startswith("{"):
+            rows.update(json.loads(line))
+    return rows
+
+
+@pytest.mark.long(40)
+@pytest.mark.parametrize("substrate", global_substrates())
+def test_objects_holding_tfp_closures_round_trip(substrate):
+    rows = _rows("roundtrip", substrate)
+    assert len(rows) >= 5, rows
+    for case, row in rows.items():
+        assert row == dict.fromkeys(SERIALIZERS, "same"), (case, row)
+
+
+@pytest.mark.long(40)
+@pytest.mark.parametrize("substrate", global_substrates())
+def test_without_f11_the_standard_pickle_fails_on_each(substrate):
+    rows = _rows("roundtrip", substrate, env={"TFP_PICKLEFIX_PROBE_F11": "0"})
+    for case, row in rows.items():
+        assert "Can't pickle local object" in row.pop("pickle"), case
+        assert row == dict.fromkeys(SERIALIZERS[1:], "same"), (case, row)
+
+
+@pytest.mark.parametrize("substrate", global_substrates())
+def test_the_pickle_loads_without_the_package(substrate, tmp_path):
+    path = str(tmp_path / "closures.pkl")
+    dumped = _rows("dump", substrate, path)["dumped"]
+    loaded = _rows("load", substrate, path, env={"TFP_PICKLEFIX": "off"})
+    assert loaded == {"same": dict.fromkeys(dumped, True), "package": False}
+
+
+def _jitter_closure():
+    """A closure made by a TFP factory (the first substrate's)."""
+    from importlib import import_module
+
+    from conftest import substrates
+
+    tfp = substrates()[global_substrates()[0]]
+    prefix = tfp.bijectors.Bijector.__module__.rsplit(".bijectors.", 1)[0]
+    try:
+        module = import_module(prefix + ".distributions.cholesky_util")
+    except ImportError:
+        pytest.skip("this TFP has no distributions.cholesky_util")
+    return module.make_cholesky_with_jitter_fn(0.25)
+
+
+def test_a_tfp_closure_is_written_as_its_code_and_cell_values():
+    from tfp_picklefix import _closures, _reducers
+
+    closure = _jitter_closure()
+    written = _closures.written_by_reference({"fn": closure}, _reducers.is_tfp_closure)
+    data = pickle.dumps(written)
+    assert b"tfp_picklefix" not in data
+    fn = pickle.loads(data)["fn"]
+    assert isinstance(fn, types.FunctionType) and fn is not closure
+    assert fn.__code__ is closure.__code__ and fn.__globals__ is closure.__globals__
+    assert fn.__qualname__ == closure.__qualname__
+    assert [c.cell_contents for c in fn.__closure__] == [c.cell_contents
+                                                          for c in closure.__closure__]
+
+
+def test_user_closures_and_values_without_closures_are_left_alone():
+    from tfp_picklefix import _closures, _reducers
+
+    def user_closure():
+        return closure_value
+
+    closure_value = 3.0
+    assert _closures.written_by_reference({"fn": user_closure, "x": [1, (2,)]},
+                                          _reducers.is_tfp_closure) is None
+    assert _closures.written_by_reference({"x": [1, (2,)]}, _reducers.is_tfp_closure) is None

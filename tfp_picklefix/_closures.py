@@ -1,0 +1,235 @@
+"""F11: TFP's own closures, written for the standard pickle by reference to TFP's code.
+
+The standard pickle writes a function by its module and name. A closure that TFP's
+code makes (``make_cholesky_with_jitter_fn(0.1)``, the mean function of a
+``precompute_regression_model``, ``TransformedTransitionKernel``'s transformed log
+prob, ``random_walk_normal_fn()``, ...) has no name to be found by, so every object
+that holds one failed ``pickle.dumps`` (cloudpickle and dill write such functions by
+value; ``copy`` and ``deepcopy`` share them).
+
+Here a closure is written as the call that makes the same function again: Python's
+function type applied to the code object, which is found *in TFP*, by the name of the
+function that defines it and the position of its code among that function's
+constants; the module's globals; the defaults; and new cells holding the (pickled)
+values of its closure cells. Only the standard library and TFP are named, so such a
+pickle loads without this package, like every other one it makes. The path to the
+code is followed once when the pickle is written and must lead to the closure's own
+code object, or the closure is left alone (and pickle fails, as before). Closures
+defined in user code are never written this way.
+"""
+from __future__ import annotations
+
+import collections
+import sys
+import types
+from typing import Any, Dict, List, Optional, Tuple
+
+_LOCALS = "<locals>"
+_MAX_DEPTH = 4  # functions nested in functions
+
+
+class _Call:
+    """A stand-in that pickles as ``func(*args)`` (then ``state``); callable only so
+    that pickle accepts it in the place of a reduction's function."""
+
+    __slots__ = ("reduced",)
+
+    def __init__(self, reduced: Tuple[Any, ...]) -> None:
+        self.reduced = reduced
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return self.reduced
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - never called
+        raise TypeError("a pickling stand-in is not meant to be called")
+
+
+def _module(name: str) -> _Call:
+    import importlib
+
+    return _Call((importlib.import_module, (name,)))
+
+
+def _attribute(path: str, of: Any) -> _Call:
+    import operator
+
+    return _Call((operator.attrgetter(path), (of,)))
+
+
+def _item(index: int, of: Any) -> _Call:
+    import operator
+
+    return _Call((operator.itemgetter(index), (of,)))
+
+
+def _get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _code_indices(code: Any, target: Any, depth: int) -> Optional[List[int]]:
+    """The positions, constant within constant, that lead from ``code`` to ``target``."""
+    if code is target:
+        return []
+    if depth >= _MAX_DEPTH:
+        return None
+    for index, const in enumerate(code.co_consts):
+        if isinstance(const, types.CodeType):
+            found = _code_indices(const, target, depth + 1)
+            if found is not None:
+                return [index] + found
+    return None
+
+
+def _code_path(fn: Any) -> Optional[Tuple[str, str, List[int]]]:
+    """(module, attribute path of the enclosing function's code, constant positions) by
+    which ``fn.__code__`` is found again in TFP's modules; None when it is not."""
+    module_name = fn.__globals__.get("__name__")
+    module = sys.modules.get(module_name or "")
+    if module is None or vars(module) is not fn.__globals__:
+        return None
+    parts = fn.__qualname__.split(".")
+    if _LOCALS not in parts:
+        return None
+    outer = ".".join(parts[:parts.index(_LOCALS)])
+    for suffix in ("__code__", "__wrapped__.__code__", "__func__.__code__",
+                   "__func__.__wrapped__.__code__"):
+        path = f"{outer}.{suffix}"
+        try:
+            code = _get(module, path)
+        except AttributeError:
+            continue
+        if not isinstance(code, types.CodeType):
+            continue
+        indices = _code_indices(code, fn.__code__, 0)
+        if indices:
+            return module_name, path, indices
+    return None
+
+
+def _own_reduction(obj: Any) -> Any:
+    """How TF's tracking structures (``_DictWrapper``, ``ListWrapper``, ``_TupleWrapper``,
+    ``TrackableReference``) and ``OrderedDict`` pickle: (callable, args, state...) with
+    no ``__newobj__`` (a stand-in cannot be its own class), or None for other objects."""
+    import copyreg
+
+    kind = type(obj)
+    if kind is collections.OrderedDict:
+        return (kind, (list(obj.items()),))
+    if not kind.__module__.startswith("tensorflow.python.trackable."):
+        return None
+    try:
+        reduced = obj.__reduce_ex__(4)
+    except Exception:
+        return None
+    if not isinstance(reduced, tuple):
+        return None
+    while len(reduced) > 2 and reduced[-1] is None:  # no list or dict items
+        reduced = reduced[:-1]
+    if len(reduced) not in (2, 3):
+        return None
+    if reduced[0] is copyreg.__newobj__:  # cls.__new__(cls, *args), said without NEWOBJ
+        reduced = (reduced[1][0].__new__,) + reduced[1:]
+    return reduced
+
+
+class _Writer:
+    """Replaces TFP closures by stand-ins in a state about to be pickled (one per pickled
+    object: a closure or cell met twice is written once)."""
+
+    def __init__(self, is_tfp_closure: Any) -> None:
+        self._is_tfp_closure = is_tfp_closure
+        self._done: Dict[int, Any] = {}
+        self._keep: List[Any] = []  # keeps ids valid while this writer lives
+        self.missed = False  # a TFP closure that could not be written
+
+    def value(self, obj: Any) -> Any:
+        """``obj`` with the TFP closures in it (and in its plain lists, tuples and dicts)
+        replaced; ``obj`` itself when there are none."""
+        kind = type(obj)
+        if kind is types.FunctionType:
+            return self._function(obj) if self._is_tfp_closure(obj) else obj
+        if kind is types.MethodType and type(obj.__func__) is types.FunctionType:
+            func = self.value(obj.__func__)
+            if func is obj.__func__:
+                return obj
+            return _Call((_attribute("MethodType", _module("types")), (func, obj.__self__)))
+        if kind is tuple or kind is list:
+            items = [self.value(item) for item in obj]
+            if all(new is old for new, old in zip(items, obj)):
+                return obj
+            return tuple(items) if kind is tuple else items
+        if kind is dict:
+            fresh = {key: self.value(item) for key, item in obj.items()}
+            if all(fresh[key] is item for key, item in obj.items()):
+                return obj
+            return fresh
+        done = self._done.get(id(obj))
+        if done is not None:
+            return done
+        reduced = _own_reduction(obj)
+        if reduced is None:
+            return obj
+        # A tf.Module's tracked dict, list or tuple, its record of a tracked attribute,
+        # an OrderedDict: written as it writes itself, around the closures' stand-ins.
+        fresh = self.value(reduced[1:])
+        if all(new is old for new, old in zip(fresh, reduced[1:])):
+            return obj
+        self._keep.append(obj)
+        done = self._done[id(obj)] = _Call((reduced[0],) + tuple(fresh))
+        return done
+
+    def _function(self, fn: Any) -> Any:
+        done = self._done.get(id(fn))
+        if done is not None:
+            return done
+        where = _code_path(fn)
+        if where is None:
+            self.missed = True
+            return fn
+        module_name, path, indices = where
+        module = _module(module_name)
+        code = _attribute(path, module)
+        for index in indices:
+            code = _item(index, _attribute("co_consts", code))
+        function_type = _attribute("FunctionType", _module("types"))
+        # Registered before the cells are written: a closure may refer to itself.
+        stand_in = _Call(())
+        self._done[id(fn)] = stand_in
+        self._keep.append(fn)
+        cells = tuple(self._cell(cell) for cell in fn.__closure__ or ())
+        if any(cell is None for cell in cells):
+            self.missed = True
+            return fn
+        defaults = self.value(fn.__defaults__)
+        attributes = {"__qualname__": fn.__qualname__, "__module__": fn.__module__,
+                      "__kwdefaults__": self.value(fn.__kwdefaults__), "__doc__": fn.__doc__}
+        stand_in.reduced = (function_type,
+                            (code, _attribute("__dict__", module), fn.__name__, defaults,
+                             cells or None),
+                            (self.value(dict(vars(fn))) or None, attributes))
+        return stand_in
+
+    def _cell(self, cell: Any) -> Any:
+        done = self._done.get(id(cell))
+        if done is not None:
+            return done
+        try:
+            contents = cell.cell_contents
+        except ValueError:  # empty: nothing to write it from
+            return None
+        self._keep.append(cell)
+        made = self._done[id(cell)] = _Call(
+            (_attribute("CellType", _module("types")), (self.value(contents),)))
+        return made
+
+
+def written_by_reference(value: Any, is_tfp_closure: Any) -> Any:
+    """``value`` (an object's state, or its constructor's arguments) with its TFP
+    closures written by reference, or None when it holds none, or one that cannot be."""
+    writer = _Writer(is_tfp_closure)
+    fresh = writer.value(value)
+    if writer.missed or fresh is value:
+        return None
+    return fresh
