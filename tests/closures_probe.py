@@ -75,12 +75,14 @@ def kernel_values(kernel):
     return [kernel.matrix(X + 0.2, X - 0.3), kernel.apply(X, X + 0.5)]
 
 
-def transformed_kernel():
+def inner_kernel():
     if SUBSTRATE == "numpy":  # no gradients there: no HMC
-        inner = tfp.mcmc.RandomWalkMetropolis(target_log_prob)
-    else:
-        inner = tfp.mcmc.HamiltonianMonteCarlo(target_log_prob, np.float32(0.3), 3)
-    return tfp.mcmc.TransformedTransitionKernel(inner, tfb.Exp())
+        return tfp.mcmc.RandomWalkMetropolis(target_log_prob)
+    return tfp.mcmc.HamiltonianMonteCarlo(target_log_prob, np.float32(0.3), 3)
+
+
+def transformed_kernel():
+    return tfp.mcmc.TransformedTransitionKernel(inner_kernel(), tfb.Exp())
 
 
 def random_walk():
@@ -114,6 +116,24 @@ def sts_surrogate():
 def surrogate_values(posterior):
     draw = posterior.sample(seed=seed(3, 4))
     return list(tf.nest.flatten(draw)) + [posterior.log_prob(draw)]
+
+
+def ode_derivative(_time, state):  # module level, as the standard pickle needs
+    return -0.5 * state
+
+
+def ode_solver():
+    return tfp.math.ode.DormandPrince()
+
+
+def ode_values(solver):
+    return [solver.solve(ode_derivative, 0.0, np.float32([1.0, 2.0]),
+                         solution_times=[0.5, 1.0]).states]
+
+
+def with_reductions():  # its default adjust_kr_fn is a lambda in its signature
+    return tfp.experimental.mcmc.WithReductions(inner_kernel(),
+                                                tfp.experimental.mcmc.ExpectationsReducer())
 
 
 def sts_joint():
@@ -152,7 +172,10 @@ CASES = {
     "TransformedTransitionKernel": (transformed_kernel, mcmc_values),
     "RandomWalkMetropolis": (random_walk, mcmc_values),
     "Normal.parameter_properties": (parameter_properties, properties_values),
+    "experimental.mcmc.WithReductions": (with_reductions, mcmc_values),
 }
+if SUBSTRATE != "numpy":  # its ODE solvers need gradients
+    CASES["math.ode.DormandPrince"] = (ode_solver, ode_values)
 if SUBSTRATE == "tf":  # TF only in TFP: STS joint distributions' pinning, nn, linalg
     CASES.update({
         "StructuralTimeSeries.joint_distribution": (sts_joint, sts_values),

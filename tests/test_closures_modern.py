@@ -3,9 +3,10 @@
 ``tests/closures_probe.py`` builds them (GP regression models and Schur complements with
 a precomputed divisor, transition kernels, a distribution's parameter properties, STS
 joint distributions and surrogate posteriors, ``tfp.experimental.nn`` layers,
-``LinearOperatorPSDKernel``) and sends each through pickle, copy, deepcopy, cloudpickle
-and dill; a copy must compute the same values (samples and MCMC steps for the same
-seeds). Without F11 the standard pickle fails on each of them.
+``LinearOperatorPSDKernel``, ODE solvers, ``WithReductions`` with its default lambda) and
+sends each through pickle, copy, deepcopy, cloudpickle and dill; a copy must compute
+the same values (samples and MCMC steps for the same seeds). Without F11 the standard
+pickle fails on each of them.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def test_objects_holding_tfp_closures_round_trip(substrate):
 def test_without_f11_the_standard_pickle_fails_on_each(substrate):
     rows = _rows("roundtrip", substrate, env={"TFP_PICKLEFIX_PROBE_F11": "0"})
     for case, row in rows.items():
-        assert "Can't pickle local object" in row.pop("pickle"), case
+        error = row.pop("pickle")  # Python 3.13 says "Can't get local object"
+        assert "Can't pickle" in error or "Can't get local object" in error, (case, error)
         assert row == dict.fromkeys(SERIALIZERS[1:], "same"), (case, row)
 
 

@@ -14,8 +14,10 @@ constants; the module's globals; the defaults; and new cells holding the (pickle
 values of its closure cells. Only the standard library and TFP are named, so such a
 pickle loads without this package, like every other one it makes. The path to the
 code is followed once when the pickle is written and must lead to the closure's own
-code object, or the closure is left alone (and pickle fails, as before). Closures
-defined in user code are never written this way.
+code object, or the closure is left alone (and pickle fails, as before). A lambda
+that is no closure but a default argument in a TFP signature (``adjust_kr_fn=lambda
+x: x``) is written as that very default, by its path. Functions defined in user code
+are never written this way.
 """
 from __future__ import annotations
 
@@ -134,6 +136,36 @@ def _own_reduction(obj: Any) -> Any:
     return reduced
 
 
+def _default_path(fn: Any) -> Optional[Tuple[str, str, Any]]:
+    """(module, attribute path, default key) of a TFP lambda that is no closure but has
+    no name pickle can find: a default argument of a function or method (``adjust_kr_fn=
+    lambda x: x``) or a module attribute; the key is None for the attribute itself, a
+    position in ``__defaults__`` or a name in ``__kwdefaults__``. Checked by identity."""
+    module_name = fn.__globals__.get("__name__")
+    module = sys.modules.get(module_name or "")
+    if module is None or _LOCALS in fn.__qualname__:
+        return None
+    owner_path = fn.__qualname__.rpartition(".")[0]
+    try:
+        owner = _get(module, owner_path) if owner_path else module
+    except AttributeError:
+        return None
+    prefix = owner_path + "." if owner_path else ""
+    for name, value in list(vars(owner).items()):
+        if value is fn and not owner_path:
+            return module_name, name, None
+        func = getattr(value, "__func__", value)  # staticmethod, classmethod
+        if not isinstance(func, types.FunctionType) or getattr(owner, name, None) is None:
+            continue
+        for index, default in enumerate(func.__defaults__ or ()):
+            if default is fn:
+                return module_name, f"{prefix}{name}.__defaults__", index
+        for key, default in (func.__kwdefaults__ or {}).items():
+            if default is fn:
+                return module_name, f"{prefix}{name}.__kwdefaults__", key
+    return None
+
+
 class _Writer:
     """Replaces TFP closures by stand-ins in a state about to be pickled (one per pickled
     object: a closure or cell met twice is written once)."""
@@ -184,6 +216,15 @@ class _Writer:
         done = self._done.get(id(fn))
         if done is not None:
             return done
+        found = _default_path(fn)
+        if found is not None:  # the very function, where TFP keeps it
+            module_name, path, key = found
+            made = _attribute(path, _module(module_name))
+            if key is not None:
+                made = _item(key, made)
+            self._keep.append(fn)
+            self._done[id(fn)] = made
+            return made
         where = _code_path(fn)
         if where is None:
             self.missed = True

@@ -70,9 +70,10 @@ F11 Closures TFP made that F4 cannot avoid (a precomputed GP regression model's 
     proposal of ``RandomWalkMetropolis``, the lambdas of ``_parameter_properties``, STS
     joint distributions, ``tfp.experimental.nn`` layers, ...): for the standard pickle
     only, each is written as a call that makes it again from its code object, found
-    in TFP by name (``_closures``). Also on transition kernels, GLM families, STS
-    models, ``tfp.experimental.nn`` layers and ``LinearOperatorPSDKernel``, whose
-    reduction is otherwise Python's default.
+    in TFP by name (``_closures``); a lambda in a TFP signature, as that default.
+    Also on transition kernels, GLM families, STS models, ``tfp.experimental.nn``
+    layers, ``LinearOperatorPSDKernel`` and ODE solvers, whose reduction is otherwise
+    Python's default.
 """
 from __future__ import annotations
 
@@ -717,6 +718,7 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("experimental.nn.layers", "Layer", "__reduce_ex__", closure_reduce_ex),
     ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel",
      "__reduce_ex__", closure_reduce_ex),
+    ("math.ode.base", "Solver", "__reduce_ex__", closure_reduce_ex),
 ) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement)
           for backend in ("numpy", "jax")
           for attribute, replacement in (("__reduce_ex__", variable_reduce_ex),
