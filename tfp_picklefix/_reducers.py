@@ -241,8 +241,8 @@ def _replace_attribute(attrs: Dict[str, Any], name: str, new: Any) -> Dict[str, 
     return attrs
 
 
-def _rebuild_by_constructor(self: Any, attrs: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
-    """(callable, state) rebuilding ``self`` from its parameters, when that loses nothing."""
+def _closure_keys(attrs: Dict[str, Any]) -> Tuple[List[str], Set[int]]:
+    """The attributes that lead to TFP-made closures, and the variables below them."""
     closure_keys = []
     lost_variables: Set[int] = set()
     for key, value in attrs.items():
@@ -250,8 +250,13 @@ def _rebuild_by_constructor(self: Any, attrs: Dict[str, Any]) -> Tuple[Any, Dict
         if scan.closures:
             closure_keys.append(key)
             lost_variables |= scan.variables
-    if not closure_keys:
-        return None, attrs
+    return closure_keys, lost_variables
+
+
+def _rebuild_by_constructor(self: Any, attrs: Dict[str, Any], closure_keys: List[str],
+                            lost_variables: Set[int]) -> Tuple[Any, Dict[str, Any]]:
+    """(callable, state) rebuilding ``self`` from its parameters, when that loses nothing
+    (``closure_keys``, ``lost_variables``: from :func:`_closure_keys`)."""
     try:
         parameters = dict(self.parameters)
     except Exception:
@@ -469,14 +474,16 @@ def reduce_ex(self: Any, protocol: int) -> Any:
         state = _join(attrs, slots)
     if attrs is not None:
         _check_user_functions(self, attrs)
-    if attrs is not None:  # F4
-        constructor, rest = _rebuild_by_constructor(self, attrs)
+    closure_keys, lost_variables = _closure_keys(attrs) if attrs is not None else ([], set())
+    if closure_keys:  # F4
+        constructor, rest = _rebuild_by_constructor(self, attrs, closure_keys, lost_variables)
         if constructor is not None:
             return constructor + (_join(rest, slots),) + tail
-    if attrs is not None and _standard_pickle_running():  # F11
-        written = written_by_reference(attrs, is_tfp_closure)
-        if written is not None:
-            state = _join(written, slots)
+        if _standard_pickle_running():  # F11
+            written = written_by_reference({key: attrs[key] for key in closure_keys},
+                                           is_tfp_closure)
+            if written is not None:
+                state = _join(dict(attrs, **written), slots)
     cls = type(self)
     if func is copyreg.__newobj__ and tuple(args) == (cls,) and cls.__new__ is not object.__new__:
         func, args = copyreg._reconstructor, (cls, object, None)  # F1
