@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 import pickle
@@ -18,6 +17,7 @@ import warnings
 warnings.simplefilter("ignore")
 
 import numpy as np  # noqa: E402
+from roundtrips import SERIALIZERS  # noqa: E402
 
 if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "load":
     import tfp_picklefix  # noqa: F401
@@ -184,13 +184,6 @@ if SUBSTRATE == "tf":  # TF only in TFP: STS joint distributions' pinning, nn, l
         "LinearOperatorPSDKernel": (psd_operator, operator_values),
     })
 
-SERIALIZERS = {
-    "pickle": lambda o: pickle.loads(pickle.dumps(o)),
-    "copy": copy.copy,
-    "deepcopy": copy.deepcopy,
-    "cloudpickle": lambda o: __import__("cloudpickle").loads(__import__("cloudpickle").dumps(o)),
-    "dill": lambda o: __import__("dill").loads(__import__("dill").dumps(o)),
-}
 
 
 def _same(expected, got):

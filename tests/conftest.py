@@ -120,6 +120,20 @@ def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: int = 6
                           timeout=timeout)
 
 
+def probe_rows(script: str, *args: str, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """Run a probe script (``tests/<probe>.py ARGS``) in a fresh interpreter; the union
+    of the JSON objects it printed, one per line."""
+    import json
+
+    result = run_python("", env=env, args=[script, *args])
+    assert result.returncode == 0, result.stderr[-4000:]
+    rows: Dict[str, Any] = {}
+    for line in result.stdout.strip().splitlines():
+        if line.startswith("{"):
+            rows.update(json.loads(line))
+    return rows
+
+
 def run_script(args: List[str], env: Optional[Dict[str, str]] = None,
                timeout: int = 900) -> subprocess.CompletedProcess:
     full_env = dict(os.environ)

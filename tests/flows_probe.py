@@ -6,7 +6,6 @@ serializer (F10): values, variables, one training step, checkpoints.
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 import pickle
@@ -17,6 +16,7 @@ import warnings
 warnings.simplefilter("ignore")
 
 import numpy as np  # noqa: E402
+from roundtrips import SERIALIZERS  # noqa: E402
 
 if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "load":
     import tfp_picklefix  # noqa: F401
@@ -69,13 +69,6 @@ def checkpoint_keys(dist):
     return sorted(name for name, _ in tf.train.list_variables(path)), path
 
 
-SERIALIZERS = {
-    "pickle": lambda o: pickle.loads(pickle.dumps(o)),
-    "copy": copy.copy,
-    "deepcopy": copy.deepcopy,
-    "cloudpickle": lambda o: __import__("cloudpickle").loads(__import__("cloudpickle").dumps(o)),
-    "dill": lambda o: __import__("dill").loads(__import__("dill").dumps(o)),
-}
 
 
 def check(original, clone, shallow):

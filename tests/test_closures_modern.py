@@ -10,13 +10,12 @@ pickle fails on each of them.
 """
 from __future__ import annotations
 
-import json
 import pickle
 import types
 
 import pytest
 
-from conftest import global_substrates, run_python
+from conftest import global_substrates, probe_rows
 
 SCRIPT = "tests/closures_probe.py"
 SERIALIZERS = ("pickle", "copy", "deepcopy", "cloudpickle", "dill")
@@ -25,13 +24,7 @@ pytestmark = pytest.mark.skipif(not global_substrates(), reason="TFP >= 0.12 (gl
 
 
 def _rows(*args, env=None):
-    result = run_python("", env=env, args=[SCRIPT, *args])
-    assert result.returncode == 0, result.stderr[-4000:]
-    rows = {}
-    for line in result.stdout.strip().splitlines():
-        if line.startswith("{"):
-            rows.update(json.loads(line))
-    return rows
+    return probe_rows(SCRIPT, *args, env=env)
 
 
 @pytest.mark.long(40)

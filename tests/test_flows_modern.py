@@ -9,11 +9,10 @@ kept. Without the package every serializer but ``copy.copy`` fails.
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 
-from conftest import global_substrates, has_module, run_python
+from conftest import global_substrates, has_module, probe_rows
 
 pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_module("tf_keras")),
                                 reason="TFP >= 0.12 with TF and tf-keras (the modern stacks)")
@@ -28,13 +27,7 @@ SHALLOW = {"variables": [4, 4], "shared": 4, "equal": True, "same_attributes": T
 
 
 def _rows(*args, env=None):
-    result = run_python("", env=env, args=[SCRIPT, *args])
-    assert result.returncode == 0, result.stderr[-4000:]
-    rows = {}
-    for line in result.stdout.strip().splitlines():
-        if line.startswith("{"):
-            rows.update(json.loads(line))
-    return rows
+    return probe_rows(SCRIPT, *args, env=env)
 
 
 @pytest.mark.parametrize("order", ["left-to-right", "random"])
