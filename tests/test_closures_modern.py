@@ -94,3 +94,27 @@ def test_user_closures_and_values_without_closures_are_left_alone():
     assert _closures.written_by_reference({"fn": user_closure, "x": [1, (2,)]},
                                           _reducers.is_tfp_closure) is None
     assert _closures.written_by_reference({"x": [1, (2,)]}, _reducers.is_tfp_closure) is None
+
+
+def _factory(scale):
+    def inner(x):
+        return scale * x
+
+    def recursive(n):
+        return 1 if n <= 1 else n * recursive(n - 1)
+
+    return inner, recursive
+
+
+def test_a_closure_whose_cells_lead_back_to_it_is_left_alone():
+    """A recursive inner function holds itself in a cell; as calls built from calls,
+    pickle would recurse without end. It is left as it is (the writer treats this test
+    module's closures as TFP's here, to have one): the standard pickle then says it
+    cannot pickle a local object, as without F11."""
+    from tfp_picklefix import _closures
+
+    inner, recursive = _factory(2.0)
+    written = _closures.written_by_reference({"fn": inner}, lambda fn: True)
+    assert pickle.loads(pickle.dumps(written))["fn"](3.0) == 6.0
+    assert _closures.written_by_reference({"fn": recursive}, lambda fn: True) is None
+    assert _closures.written_by_reference({"a": inner, "b": recursive}, lambda fn: True) is None

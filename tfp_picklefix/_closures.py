@@ -24,7 +24,7 @@ from __future__ import annotations
 import collections
 import sys
 import types
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 _LOCALS = "<locals>"
 _MAX_DEPTH = 4  # functions nested in functions
@@ -173,8 +173,16 @@ class _Writer:
     def __init__(self, is_tfp_closure: Any) -> None:
         self._is_tfp_closure = is_tfp_closure
         self._done: Dict[int, Any] = {}
+        self._writing: Set[int] = set()  # functions whose cells are being written
         self._keep: List[Any] = []  # keeps ids valid while this writer lives
+        self._modules: Dict[str, _Call] = {}  # one stand-in per module, written once
         self.missed = False  # a TFP closure that could not be written
+
+    def _module(self, name: str) -> _Call:
+        made = self._modules.get(name)
+        if made is None:
+            made = self._modules[name] = _module(name)
+        return made
 
     def value(self, obj: Any) -> Any:
         """``obj`` with the TFP closures in it (and in its plain lists, tuples and dicts)
@@ -186,7 +194,7 @@ class _Writer:
             func = self.value(obj.__func__)
             if func is obj.__func__:
                 return obj
-            return _Call((_attribute("MethodType", _module("types")), (func, obj.__self__)))
+            return _Call((_attribute("MethodType", self._module("types")), (func, obj.__self__)))
         if kind is tuple or kind is list:
             items = [self.value(item) for item in obj]
             if all(new is old for new, old in zip(items, obj)):
@@ -213,13 +221,18 @@ class _Writer:
         return done
 
     def _function(self, fn: Any) -> Any:
+        if id(fn) in self._writing:
+            # A function whose cells lead back to it (a recursive inner function): pickle
+            # would recurse without end through the stand-ins' arguments.
+            self.missed = True
+            return fn
         done = self._done.get(id(fn))
         if done is not None:
             return done
         found = _default_path(fn)
         if found is not None:  # the very function, where TFP keeps it
             module_name, path, key = found
-            made = _attribute(path, _module(module_name))
+            made = _attribute(path, self._module(module_name))
             if key is not None:
                 made = _item(key, made)
             self._keep.append(fn)
@@ -230,27 +243,26 @@ class _Writer:
             self.missed = True
             return fn
         module_name, path, indices = where
-        module = _module(module_name)
+        module = self._module(module_name)
         code = _attribute(path, module)
         for index in indices:
             code = _item(index, _attribute("co_consts", code))
-        function_type = _attribute("FunctionType", _module("types"))
-        # Registered before the cells are written: a closure may refer to itself.
-        stand_in = _Call(())
-        self._done[id(fn)] = stand_in
+        self._writing.add(id(fn))
         self._keep.append(fn)
         cells = tuple(self._cell(cell) for cell in fn.__closure__ or ())
-        if any(cell is None for cell in cells):
-            self.missed = True
-            return fn
         defaults = self.value(fn.__defaults__)
         attributes = {"__qualname__": fn.__qualname__, "__module__": fn.__module__,
                       "__kwdefaults__": self.value(fn.__kwdefaults__), "__doc__": fn.__doc__}
-        stand_in.reduced = (function_type,
-                            (code, _attribute("__dict__", module), fn.__name__, defaults,
-                             cells or None),
-                            (self.value(dict(vars(fn))) or None, attributes))
-        return stand_in
+        state = self.value(dict(vars(fn))) or None
+        self._writing.discard(id(fn))
+        if any(cell is None for cell in cells):
+            self.missed = True
+            return fn
+        made = self._done[id(fn)] = _Call((
+            _attribute("FunctionType", self._module("types")),
+            (code, _attribute("__dict__", module), fn.__name__, defaults, cells or None),
+            (state, attributes)))
+        return made
 
     def _cell(self, cell: Any) -> Any:
         done = self._done.get(id(cell))
@@ -262,7 +274,7 @@ class _Writer:
             return None
         self._keep.append(cell)
         made = self._done[id(cell)] = _Call(
-            (_attribute("CellType", _module("types")), (self.value(contents),)))
+            (_attribute("CellType", self._module("types")), (self.value(contents),)))
         return made
 
 
