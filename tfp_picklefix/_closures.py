@@ -31,8 +31,9 @@ _MAX_DEPTH = 4  # functions nested in functions
 
 
 class _Call:
-    """A stand-in that pickles as ``func(*args)`` (then ``state``); callable only so
-    that pickle accepts it in the place of a reduction's function."""
+    """A stand-in that pickles and deep-copies as ``func(*args)`` (then ``state``); only
+    what its reduction names is written. Callable only so that pickle accepts it in
+    the place of a reduction's function (F11); F10 uses it too."""
 
     __slots__ = ("reduced",)
 

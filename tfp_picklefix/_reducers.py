@@ -492,7 +492,8 @@ def reduce_ex(self: Any, protocol: int) -> Any:
 
 def closure_reduce_ex(self: Any, protocol: int) -> Any:
     """``__reduce_ex__`` for other TFP objects that hold TFP closures (transition kernels,
-    GLM families, STS models, ``tfp.experimental.nn`` layers, ``LinearOperatorPSDKernel``):
+    GLM families, STS models, ``tfp.experimental.nn`` layers, ``LinearOperatorPSDKernel``,
+    ODE solvers):
     Python's default reduction, with the closures written by reference (F11) for the
     standard pickle only (cloudpickle and dill write them by value, copies share them)."""
     reduced = object.__reduce_ex__(self, protocol)
