@@ -3,6 +3,7 @@
     python tests/closures_probe.py roundtrip SUBSTRATE   # one JSON line per case
     python tests/closures_probe.py dump SUBSTRATE PATH | load SUBSTRATE PATH
                                                       # the standard pickle, across processes
+    python tests/closures_probe.py independent SUBSTRATE   # copies of closures over variables
 
 ``load`` never imports the package. ``TFP_PICKLEFIX_PROBE_F11=0``: the package without F11.
 """
@@ -25,7 +26,7 @@ if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "
     if os.environ.get("TFP_PICKLEFIX_PROBE_F11") == "0":
         from tfp_picklefix import _reducers
 
-        _reducers.written_by_reference = lambda attrs, is_tfp_closure: None
+        _reducers.written_by_reference = lambda *args, **kwargs: None
 
 SUBSTRATE = sys.argv[2]
 if SUBSTRATE == "tf":
@@ -185,6 +186,31 @@ if SUBSTRATE == "tf":  # TF only in TFP: STS joint distributions' pinning, nn, l
     })
 
 
+# Objects whose TFP closures hold a variable (through the bijector or kernel they
+# captured): a copy's closure must follow the copy's variable, not the original's.
+def _variable(value):
+    return tf.Variable(np.float32(value))
+
+
+def kernel_over_variable():
+    scale = _variable(2.0)
+    return tfp.mcmc.TransformedTransitionKernel(inner_kernel(), tfb.Scale(scale)), scale
+
+
+def gprm_over_variable():
+    amplitude = _variable(1.5)
+    return tfd.GaussianProcessRegressionModel.precompute_regression_model(
+        psd.ExponentiatedQuadratic(amplitude, np.float32(1.2)), index_points=X + 0.1,
+        observation_index_points=X, observations=Y,
+        observation_noise_variance=np.float32(0.1)), amplitude
+
+
+STATEFUL = {
+    "TransformedTransitionKernel(Scale(variable))": (kernel_over_variable, mcmc_values),
+    "GaussianProcessRegressionModel.precompute_regression_model(variable amplitude)":
+        (gprm_over_variable, lambda model: [model.mean(), model.stddev()]),
+}
+
 
 def _same(expected, got):
     for a, b in zip(expected, got):
@@ -204,6 +230,32 @@ def main():
                     row[name] = "same" if _same(expected, values(roundtrip(original))) else "differ"
                 except Exception as exc:
                     row[name] = f"{type(exc).__name__}: {exc}"[:200]
+            print(json.dumps({case: row}), flush=True)
+    elif action == "independent":
+        # After each deep round trip, the original's variable changes: the copy must
+        # still compute what it did (and the original must not).
+        for case, (build, values) in STATEFUL.items():
+            row = {}
+            for name, roundtrip in SERIALIZERS.items():
+                if name == "copy":
+                    continue  # a shallow copy shares its variables by design
+                try:
+                    original, variable = build()
+                    clone = roundtrip(original)
+                    expected = values(clone)
+                    variable.assign(variable * 3.0)
+                    if _same(expected, values(clone)):
+                        row[name] = "independent"
+                except AssertionError:
+                    row[name] = "follows the original's variable"
+                except Exception as exc:
+                    row[name] = f"{type(exc).__name__}: {exc}"[:200]
+                else:
+                    try:
+                        _same(expected, values(original))
+                        row[name] += ", but the original did not change"
+                    except AssertionError:
+                        pass
             print(json.dumps({case: row}), flush=True)
     elif action == "dump":
         made = {case: build() for case, (build, _) in CASES.items()}

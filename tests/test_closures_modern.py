@@ -47,6 +47,23 @@ def test_without_f11_the_standard_pickle_fails_on_each(substrate):
 
 
 @pytest.mark.parametrize("substrate", global_substrates())
+def test_a_copy_s_tfp_closures_follow_the_copy_s_variables(substrate):
+    """A TFP closure that captured a bijector or kernel holding a variable: after a
+    deep round trip, changing the original's variable leaves the copy as it was.
+    ``deepcopy`` used to share such closures, so the copy followed the original's
+    variable; F11 makes them again over the copied state (closures without state are
+    still shared)."""
+    rows = _rows("independent", substrate)
+    assert len(rows) == 2, rows
+    for case, row in rows.items():
+        assert row == dict.fromkeys(("pickle", "deepcopy", "cloudpickle", "dill"),
+                                    "independent"), (case, row)
+    without = _rows("independent", substrate, env={"TFP_PICKLEFIX_PROBE_F11": "0"})
+    for case, row in without.items():
+        assert row["deepcopy"] == "follows the original's variable", (case, row)
+
+
+@pytest.mark.parametrize("substrate", global_substrates())
 def test_the_pickle_loads_without_the_package(substrate, tmp_path):
     path = str(tmp_path / "closures.pkl")
     dumped = _rows("dump", substrate, path)["dumped"]

@@ -18,6 +18,11 @@ code object, or the closure is left alone (and pickle fails, as before). A lambd
 that is no closure but a default argument in a TFP signature (``adjust_kr_fn=lambda
 x: x``) is written as that very default, by its path. Functions defined in user code
 are never written this way.
+
+``deepcopy`` treats functions as atoms: a copy shares its closures with the original.
+For the TFP closures whose cells hold state, the same writer makes, for deepcopy, a
+call that makes the closure again from its own code with deep-copied cells, so that
+the copy's closure refers to the copied state.
 """
 from __future__ import annotations
 
@@ -171,8 +176,11 @@ class _Writer:
     """Replaces TFP closures by stand-ins in a state about to be pickled (one per pickled
     object: a closure or cell met twice is written once)."""
 
-    def __init__(self, is_tfp_closure: Any) -> None:
+    def __init__(self, is_tfp_closure: Any, deep: Any = None) -> None:
         self._is_tfp_closure = is_tfp_closure
+        # For deepcopy: which TFP closures to write (stand-ins made of real callables,
+        # since deepcopy calls them in this process); None: for the standard pickle.
+        self._deep = deep
         self._done: Dict[int, Any] = {}
         self._writing: Set[int] = set()  # functions whose cells are being written
         self._keep: List[Any] = []  # keeps ids valid while this writer lives
@@ -195,7 +203,7 @@ class _Writer:
             func = self.value(obj.__func__)
             if func is obj.__func__:
                 return obj
-            return _Call((_attribute("MethodType", self._module("types")), (func, obj.__self__)))
+            return _Call((self._types("MethodType"), (func, obj.__self__)))
         if kind is tuple or kind is list:
             items = [self.value(item) for item in obj]
             if all(new is old for new, old in zip(items, obj)):
@@ -230,7 +238,12 @@ class _Writer:
         done = self._done.get(id(fn))
         if done is not None:
             return done
-        found = _default_path(fn)
+        if self._deep is not None:
+            if not self._deep(fn):
+                return fn
+            found = None  # no need: deepcopy shares what has no state
+        else:
+            found = _default_path(fn)
         if found is not None:  # the very function, where TFP keeps it
             module_name, path, key = found
             made = _attribute(path, self._module(module_name))
@@ -239,15 +252,10 @@ class _Writer:
             self._keep.append(fn)
             self._done[id(fn)] = made
             return made
-        where = _code_path(fn)
-        if where is None:
+        where = _code_path(fn) if self._deep is None else None  # deepcopy: its own code
+        if where is None and self._deep is None:
             self.missed = True
             return fn
-        module_name, path, indices = where
-        module = self._module(module_name)
-        code = _attribute(path, module)
-        for index in indices:
-            code = _item(index, _attribute("co_consts", code))
         self._writing.add(id(fn))
         self._keep.append(fn)
         cells = tuple(self._cell(cell) for cell in fn.__closure__ or ())
@@ -259,6 +267,15 @@ class _Writer:
         if any(cell is None for cell in cells):
             self.missed = True
             return fn
+        if self._deep is not None:
+            made = self._done[id(fn)] = _Call((_remade, (fn, defaults, cells or None,
+                                                          (state, attributes))))
+            return made
+        module_name, path, indices = where  # type: ignore[misc]
+        module = self._module(module_name)
+        code = _attribute(path, module)
+        for index in indices:
+            code = _item(index, _attribute("co_consts", code))
         made = self._done[id(fn)] = _Call((
             _attribute("FunctionType", self._module("types")),
             (code, _attribute("__dict__", module), fn.__name__, defaults, cells or None),
@@ -274,15 +291,32 @@ class _Writer:
         except ValueError:  # empty: nothing to write it from
             return None
         self._keep.append(cell)
-        made = self._done[id(cell)] = _Call(
-            (_attribute("CellType", self._module("types")), (self.value(contents),)))
+        made = self._done[id(cell)] = _Call((self._types("CellType"), (self.value(contents),)))
         return made
 
+    def _types(self, name: str) -> Any:
+        """``types.<name>``: itself for deepcopy, a stand-in that finds it for pickle."""
+        if self._deep is not None:
+            return getattr(types, name)
+        return _attribute(name, self._module("types"))
 
-def written_by_reference(value: Any, is_tfp_closure: Any) -> Any:
+
+def _remade(fn: Any, defaults: Any, cells: Any, state: Any) -> Any:
+    """``fn`` made again with new cells (deepcopy's counterpart of the pickled call)."""
+    new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, defaults, cells)
+    attrs, attributes = state
+    new.__dict__.update(attrs or {})
+    for name, value in attributes.items():
+        setattr(new, name, value)
+    return new
+
+
+def written_by_reference(value: Any, is_tfp_closure: Any, deep: Any = None) -> Any:
     """``value`` (an object's state, or its constructor's arguments) with its TFP
-    closures written by reference, or None when it holds none, or one that cannot be."""
-    writer = _Writer(is_tfp_closure)
+    closures written by reference, or None when it holds none, or one that cannot be.
+    With ``deep`` (a predicate), for deepcopy instead: those TFP closures for which it
+    is true become calls that make them again with deep-copied cells."""
+    writer = _Writer(is_tfp_closure, deep)
     fresh = writer.value(value)
     if writer.missed or fresh is value:
         return None

@@ -73,7 +73,9 @@ F11 Closures TFP made that F4 cannot avoid (a precomputed GP regression model's 
     in TFP by name (``_closures``); a lambda in a TFP signature, as that default.
     Also on transition kernels, GLM families, STS models, ``tfp.experimental.nn``
     layers, ``LinearOperatorPSDKernel`` and ODE solvers, whose reduction is otherwise
-    Python's default.
+    Python's default. For ``deepcopy`` (which shares functions), the closures whose
+    cells hold state (variables, modules, Keras networks: ``holds_state``) are made
+    again over the copied state, or the copy would compute with the original's.
 """
 from __future__ import annotations
 
@@ -402,17 +404,71 @@ def _rebuild(cls: type, kwargs: Dict[str, Any]) -> Tuple[Any, Tuple[Any, ...]]:
 _BY_VALUE_PICKLERS = ("cloudpickle", "dill", "copy", "joblib", "loky", "distributed", "srsly")
 
 
-def _standard_pickle_running() -> bool:
-    """True unless a pickler that copes with lambdas (or ``copy``) is on the stack."""
-    frame = sys._getframe(2)
+def _serializer() -> str:
+    """Who asks for the reduction: ``"pickle"`` (the standard pickle), ``"deepcopy"``,
+    or ``"by value"`` (a pickler that copes with lambdas, or ``copy.copy``)."""
+    frame = sys._getframe(1)
     depth = 0
     while frame is not None and depth < 60:
         name = frame.f_globals.get("__name__", "") or ""
-        if name.split(".", 1)[0] in _BY_VALUE_PICKLERS:
-            return False
+        top = name.split(".", 1)[0]
+        if top == "copy" and frame.f_code.co_name != "copy":
+            return "deepcopy"
+        if top in _BY_VALUE_PICKLERS:
+            return "by value"
         frame = frame.f_back
         depth += 1
-    return True
+    return "pickle"
+
+
+def _standard_pickle_running() -> bool:
+    """True unless a pickler that copes with lambdas (or ``copy``) is on the stack."""
+    return _serializer() == "pickle"
+
+
+def holds_state(fn: Any) -> bool:
+    """Whether the cells of closure ``fn`` lead to state that a deep copy copies: a
+    variable, or a trackable object (``tf.Module``, a Keras layer, TFP's objects in the
+    TF substrate), also through the TFP objects, functions and containers they hold."""
+    stack: List[Any] = [fn]
+    seen: Set[int] = set()
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, _LEAVES) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if _is_variable(obj) or hasattr(type(obj), "_trackable_children"):
+            return True
+        if isinstance(obj, types.FunctionType):
+            for cell in obj.__closure__ or ():
+                try:
+                    stack.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+            stack.extend(obj.__defaults__ or ())
+        elif isinstance(obj, types.MethodType):
+            stack.extend((obj.__func__, obj.__self__))
+        elif isinstance(obj, functools.partial):
+            stack.append(obj.func)
+            stack.extend(obj.args)
+            stack.extend(obj.keywords.values())
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        elif (getattr(type(obj), "__module__", "") or "").startswith(_TFP_PREFIX):
+            stack.extend(getattr(obj, "__dict__", {}).values())
+    return False
+
+
+def _written(value: Any) -> Any:
+    """F11: ``value`` with its TFP closures written by reference, for the standard pickle
+    (every closure) and for ``deepcopy`` (the closures whose cells hold state, so that
+    the copy's closure refers to the copied state, not the original's), or None."""
+    kind = _serializer()
+    if kind == "by value":
+        return None
+    return written_by_reference(value, is_tfp_closure, holds_state if kind == "deepcopy" else None)
 
 
 def _unpicklable_user_function(fn: Any) -> bool:
@@ -479,11 +535,9 @@ def reduce_ex(self: Any, protocol: int) -> Any:
         constructor, rest = _rebuild_by_constructor(self, attrs, closure_keys, lost_variables)
         if constructor is not None:
             return constructor + (_join(rest, slots),) + tail
-        if _standard_pickle_running():  # F11
-            written = written_by_reference({key: attrs[key] for key in closure_keys},
-                                           is_tfp_closure)
-            if written is not None:
-                state = _join(dict(attrs, **written), slots)
+        written = _written({key: attrs[key] for key in closure_keys})  # F11
+        if written is not None:
+            state = _join(dict(attrs, **written), slots)
     cls = type(self)
     if func is copyreg.__newobj__ and tuple(args) == (cls,) and cls.__new__ is not object.__new__:
         func, args = copyreg._reconstructor, (cls, object, None)  # F1
@@ -495,15 +549,16 @@ def closure_reduce_ex(self: Any, protocol: int) -> Any:
     GLM families, STS models, ``tfp.experimental.nn`` layers, ``LinearOperatorPSDKernel``,
     ODE solvers):
     Python's default reduction, with the closures written by reference (F11) for the
-    standard pickle only (cloudpickle and dill write them by value, copies share them)."""
+    standard pickle, and made again over the copied state for ``deepcopy`` where they
+    hold state (cloudpickle and dill write them by value; shallow copies share them)."""
     reduced = object.__reduce_ex__(self, protocol)
-    if not isinstance(reduced, tuple) or len(reduced) < 3 or not _standard_pickle_running():
+    if not isinstance(reduced, tuple) or len(reduced) < 3:
         return reduced
     attrs, slots = _state_dict(reduced[2])
     if attrs is None:
         return reduced
     _check_user_functions(self, attrs)
-    written = written_by_reference(attrs, is_tfp_closure)
+    written = _written(attrs)
     if written is None:
         return reduced
     return reduced[:2] + (_join(written, slots),) + tuple(reduced[3:])
