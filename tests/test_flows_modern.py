@@ -1,5 +1,6 @@
-"""F10: normalizing flows built on TFP's Keras ``AutoregressiveNetwork`` (TFP >= 0.12, TF).
+"""F10 and F12: normalizing flows built on TFP's Keras networks (TFP >= 0.12, TF).
 
+F10, ``AutoregressiveNetwork``:
 A ``TransformedDistribution`` of a ``Chain`` holding a ``MaskedAutoregressiveFlow`` with
 a built network (``tests/flows_probe.py``) goes through pickle, copy, deepcopy,
 cloudpickle and dill: the copy computes the same values, has variables of its own
@@ -58,3 +59,55 @@ def test_the_pickle_loads_without_the_package(tmp_path):
     assert _rows("dump", path) == {"dumped": True}
     assert _rows("load", path, env={"TFP_PICKLEFIX": "off"}) == {"loaded": True,
                                                                  "package": False}
+
+
+# F12: a Glow with TFP's default Keras networks (``tests/glow_probe.py``): three networks,
+# each called by a TFP closure (F11) as well as tracked by the bijectors.
+GLOW = "tests/glow_probe.py"
+GLOW_DEEP = {"variables": [24, 24], "shared": 0, "equal": True, "networks": [3, 3],
+             "same_networks": True, "same_checkpoint_keys": True, "restored": True,
+             "trained_equal": True, "independent": True}
+GLOW_SHALLOW = {"variables": [24, 24], "shared": 24, "equal": True, "networks": [3, 3],
+                "same_networks": True, "same_checkpoint_keys": True, "restored": True}
+
+
+def test_a_glow_with_its_default_networks_round_trips():
+    """Same values, variables of its own with the same values, the same networks (class,
+    names, configs), the same checkpoint keys; restores the original's checkpoint,
+    trains on like the original, and does not change when the original does."""
+    rows = probe_rows(GLOW, "roundtrip")
+    assert rows == {name: GLOW_SHALLOW if name == "copy" else GLOW_DEEP
+                    for name in ("pickle", "copy", "deepcopy", "cloudpickle", "dill")}
+
+
+def test_without_the_package_a_glow_only_copies_shallowly():
+    rows = probe_rows(GLOW, "roundtrip", env={"TFP_PICKLEFIX": "off"})
+    assert rows.pop("copy") == GLOW_SHALLOW
+    assert all("error" in row for row in rows.values()), rows
+
+
+def test_the_package_without_f12_fails_on_the_glow_networks():
+    """Keras writes the networks in its own format and calls their constructors with
+    ``name=``, which they do not take."""
+    rows = probe_rows(GLOW, "roundtrip", env={"TFP_PICKLEFIX_PROBE_F12": "0"})
+    assert rows.pop("copy") == GLOW_SHALLOW
+    for name, row in rows.items():
+        assert "unexpected keyword argument 'name'" in row.get("error", ""), (name, row)
+
+
+def test_without_f11_a_deep_copy_of_a_glow_calls_the_original_networks():
+    """Glow's coupling functions are TFP closures over the networks. A deep copy used to
+    share them, so the copy computed with the original's networks (and trained
+    nothing of its own); F11 makes them again over the copied networks."""
+    rows = probe_rows(GLOW, "roundtrip", env={"TFP_PICKLEFIX_PROBE_F11": "0"})
+    assert "Can't pickle local object" in rows["pickle"]["error"] or (
+        "Can't get local object" in rows["pickle"]["error"])
+    assert rows["deepcopy"] == dict(GLOW_DEEP, trained_equal=False, independent=False)
+    assert rows["cloudpickle"] == rows["dill"] == GLOW_DEEP
+
+
+def test_a_pickled_glow_loads_without_the_package(tmp_path):
+    path = str(tmp_path / "glow.pkl")
+    assert probe_rows(GLOW, "dump", path) == {"dumped": True}
+    assert probe_rows(GLOW, "load", path, env={"TFP_PICKLEFIX": "off"}) == {"loaded": True,
+                                                                           "package": False}

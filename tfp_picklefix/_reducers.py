@@ -76,6 +76,11 @@ F11 Closures TFP made that F4 cannot avoid (a precomputed GP regression model's 
     Python's default. For ``deepcopy`` (which shares functions), the closures whose
     cells hold state (variables, modules, Keras networks: ``holds_state``) are made
     again over the copied state, or the copy would compute with the original's.
+F12 Glow's default networks (``GlowDefaultNetwork``, ``GlowDefaultExitNetwork``) are
+    Keras ``Sequential`` models whose constructors Keras cannot call when it loads
+    them (``name=``), so every pickle and deep copy of a Glow failed. Each is written
+    as a blank instance of its class, Keras's ``Sequential.__init__`` with its name and
+    the layers made again from their configs, then its weights.
 """
 from __future__ import annotations
 
@@ -755,6 +760,83 @@ def network_copy(self: Any) -> Any:
     return new
 
 
+_SEQUENTIAL = ("tf_keras.src.engine.sequential", "Sequential")
+
+
+def _keras_sequential_init(cls: type) -> Any:
+    """Keras's ``Sequential.__init__`` above ``cls``, if the standard pickle finds it by
+    name (the pickle then names only Keras)."""
+    for klass in cls.__mro__:
+        if (klass.__module__, klass.__qualname__) == _SEQUENTIAL:
+            init = vars(klass).get("__init__")
+            return init if isinstance(init, types.FunctionType) and _findable(init) else None
+    return None
+
+
+def _sequential_steps(self: Any) -> Any:
+    """The steps that make ``self`` again (F12), or None where Keras's own reduction
+    is left to run (not built, not eager, or Keras moved)."""
+    init = _keras_sequential_init(type(self))
+    if init is None or not getattr(self, "built", False):
+        return None
+    try:
+        from tf_keras.src.layers import serialization
+
+        deserialize = serialization.deserialize
+        config = self.get_config()
+        values = self.get_weights()
+    except Exception:  # not eager (a trace), or Keras moved
+        return None
+    if not _findable(deserialize):
+        return None
+    import operator
+
+    layers = [_Call((functools.partial(deserialize, use_legacy_format="module" not in layer),
+                     (layer,))) for layer in config["layers"]]
+    # Memoized by pickle and deepcopy: one new model, made blank, then given its
+    # layers (as its constructor does), then its weights, in that order.
+    # ``cls.__new__(cls)``: Keras's own ``__new__`` picks the layer's version (a partial
+    # so that pickle does not take it for its protocol-2 ``__newobj__``).
+    blank = _Call((functools.partial(copyreg.__newobj__, type(self)), ()))
+    steps = [blank,
+             _Call((functools.partial(init, name=config["name"]), (blank, layers))),
+             _Call((operator.methodcaller("set_weights", values), (blank,)))]
+    if not self.trainable:
+        steps.append(_Call((setattr, (blank, "trainable", False))))
+    return tuple(steps)
+
+
+def sequential_reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for TFP's Keras ``Sequential`` networks whose constructor Keras
+    cannot call (F12: Glow's default networks). Keras writes a model in its own
+    saving format and makes it again with ``cls(name=...)``, which their constructors
+    refuse. Written instead as: a blank instance of the class, Keras's own
+    ``Sequential.__init__`` with the same name and the layers Keras makes again from
+    their configs (same names, same settings), then the weights."""
+    steps = _sequential_steps(self)
+    if steps is None:
+        return object.__reduce_ex__(self, protocol)  # Keras's own reduction
+    import operator
+
+    return operator.itemgetter(0), (steps,)
+
+
+def sequential_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
+    """``__deepcopy__`` for the same networks (Keras defines its own, through its
+    saving format, which ``deepcopy`` would use first; its ``__copy__`` calls this)."""
+    steps = _sequential_steps(self)
+    if steps is None:
+        for klass in type(self).__mro__:  # Keras's own
+            own = vars(klass).get("__deepcopy__")
+            if own is not None and own is not sequential_deepcopy:
+                return own(self, memo)
+    import copy
+
+    new = copy.deepcopy(steps, memo)[0]
+    memo[id(self)] = new
+    return new
+
+
 def _prefix(bijector_module: str) -> str:
     return bijector_module.rsplit(".bijectors.", 1)[0]
 
@@ -775,6 +857,10 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__reduce_ex__",
      network_reduce_ex),
     ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__copy__", network_copy),
+    ("bijectors.glow", "GlowDefaultNetwork", "__reduce_ex__", sequential_reduce_ex),
+    ("bijectors.glow", "GlowDefaultNetwork", "__deepcopy__", sequential_deepcopy),
+    ("bijectors.glow", "GlowDefaultExitNetwork", "__reduce_ex__", sequential_reduce_ex),
+    ("bijectors.glow", "GlowDefaultExitNetwork", "__deepcopy__", sequential_deepcopy),
     ("mcmc.kernel", "TransitionKernel", "__reduce_ex__", closure_reduce_ex),
     ("glm.family", "ExponentialFamily", "__reduce_ex__", closure_reduce_ex),
     ("sts.structural_time_series", "StructuralTimeSeries", "__reduce_ex__", closure_reduce_ex),
@@ -822,6 +908,9 @@ def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
                 hasattr(cls, "get_weights") and hasattr(cls, "__getstate__")
                 and hasattr(cls, "__setstate__") and hasattr(cls, "build")):
             continue  # not a Keras layer here (the JAX/NumPy substrates)
+        if replacement in (sequential_reduce_ex, sequential_deepcopy) and \
+                _keras_sequential_init(cls) is None:
+            continue  # not a tf-keras Sequential here
         own = vars(cls).get(attribute)
         if (own is not None and own is not replacement and attribute == "__reduce_ex__"
                 and replacement in (reduce_ex, properties_reduce_ex, closure_reduce_ex)):

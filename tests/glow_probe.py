@@ -1,0 +1,142 @@
+"""A ``tfb.Glow`` with TFP's default Keras networks (``GlowDefaultNetwork``,
+``GlowDefaultExitNetwork``), through every serializer (F12): values, variables,
+networks, one training step, checkpoints.
+
+    python tests/glow_probe.py roundtrip          # one JSON line per serializer
+    python tests/glow_probe.py dump PATH | load PATH   # the standard pickle, across processes
+
+``TFP_PICKLEFIX_PROBE_F12=0`` / ``TFP_PICKLEFIX_PROBE_F11=0``: the package without F12
+or without F11 (Glow's coupling functions are TFP closures over the networks).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+import tempfile
+import warnings
+
+warnings.simplefilter("ignore")
+
+import numpy as np  # noqa: E402
+from roundtrips import SERIALIZERS  # noqa: E402
+
+if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "load":
+    import tfp_picklefix  # noqa: F401
+
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+from tensorflow_probability.python.internal import tf_keras  # noqa: E402
+
+tfb, tfd = tfp.bijectors, tfp.distributions
+NETWORKS = (tfb.GlowDefaultNetwork, tfb.GlowDefaultExitNetwork)
+if os.environ.get("TFP_PICKLEFIX_PROBE_F12") == "0":  # the package without F12 alone
+    for _cls in NETWORKS:
+        for _attribute in ("__reduce_ex__", "__deepcopy__"):
+            if _attribute in vars(_cls):
+                delattr(_cls, _attribute)
+if os.environ.get("TFP_PICKLEFIX_PROBE_F11") == "0":  # the package without F11 alone
+    from tfp_picklefix import _reducers
+
+    _reducers.written_by_reference = lambda *args, **kwargs: None
+X = np.random.RandomState(0).uniform(-1.0, 1.0, size=(2, 32)).astype(np.float32)
+IMAGES = np.random.RandomState(2).uniform(-1.0, 1.0, size=(2, 4, 4, 2)).astype(np.float32)
+
+
+def build():
+    tf.random.set_seed(5)
+    glow = tfb.Glow(output_shape=(4, 4, 2), num_glow_blocks=2, num_steps_per_block=1,
+                    coupling_bijector_fn=tfb.GlowDefaultNetwork,
+                    exit_bijector_fn=tfb.GlowDefaultExitNetwork)
+    dist = tfd.TransformedDistribution(tfd.Sample(tfd.Normal(0.0, 1.0), [32]), glow)
+    dist.log_prob(IMAGES)  # initializes the activation normalizations
+    rng = np.random.RandomState(1)
+    for v in dist.trainable_variables:  # leave the zeros Glow starts its networks with
+        v.assign(v + 0.1 * rng.standard_normal(v.shape).astype(v.dtype.as_numpy_dtype))
+    return dist
+
+
+def networks(dist):
+    return [m for m in dist.submodules if isinstance(m, NETWORKS)]
+
+
+def values(dist):
+    glow = dist.bijector
+    y = glow.forward(X)
+    return [y, glow.inverse(tf.identity(y)), dist.log_prob(IMAGES),
+            glow.forward_log_det_jacobian(X, event_ndims=1)]
+
+
+def train_step(dist):
+    opt = tf_keras.optimizers.Adam(0.01)
+    with tf.GradientTape() as tape:
+        loss = -tf.reduce_mean(dist.log_prob(IMAGES))
+    variables = dist.trainable_variables
+    opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    return [v.numpy() for v in variables]
+
+
+def checkpoint_keys(dist):
+    path = tf.train.Checkpoint(flow=dist).write(os.path.join(tempfile.mkdtemp(), "ckpt"))
+    return sorted(name for name, _ in tf.train.list_variables(path)), path
+
+
+def check(original, clone, shallow):
+    out = {}
+    for a, b in zip(values(original), values(clone)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    old, new = original.variables, clone.variables
+    out["variables"] = [len(old), len(new)]
+    out["shared"] = sum(a is b for a, b in zip(old, new))
+    out["equal"] = all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(old, new))
+    nets, new_nets = networks(original), networks(clone)
+    out["networks"] = [len(nets), len(new_nets)]
+    out["same_networks"] = all(
+        type(a) is type(b) and a.name == b.name and [l.name for l in a.layers] == [
+            l.name for l in b.layers] and a.get_config() == b.get_config()
+        and sorted(vars(a)) == sorted(vars(b)) for a, b in zip(nets, new_nets))
+    keys, path = checkpoint_keys(original)
+    out["same_checkpoint_keys"] = keys == checkpoint_keys(clone)[0]
+    tf.train.Checkpoint(flow=clone).read(path).assert_consumed()
+    out["restored"] = True
+    if not shallow:
+        # Trained side by side, they stay equal.
+        trained_a, trained_b = train_step(original), train_step(clone)
+        out["trained_equal"] = all(np.allclose(a, b, rtol=1e-5, atol=1e-6)
+                                   for a, b in zip(trained_a, trained_b))
+        # The copy computes with its own networks: changing the original's weights
+        # leaves the copy's values as they were.
+        before = values(clone)
+        for v in original.trainable_variables:
+            v.assign(v * 2.0 + 0.5)
+        out["independent"] = all(np.allclose(a, b, rtol=1e-6, atol=1e-6)
+                                 for a, b in zip(before, values(clone)))
+    return out
+
+
+def main():
+    action = sys.argv[1]
+    if action == "roundtrip":
+        for name, roundtrip in SERIALIZERS.items():
+            try:
+                original = build()
+                result = check(original, roundtrip(original), shallow=name == "copy")
+            except Exception as exc:
+                result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            print(json.dumps({name: result}), flush=True)
+    elif action == "dump":
+        dist = build()
+        with open(sys.argv[2], "wb") as f:
+            pickle.dump([dist, [np.asarray(v) for v in values(dist)]], f)
+        print(json.dumps({"dumped": True}))
+    elif action == "load":
+        with open(sys.argv[2], "rb") as f:
+            clone, expected = pickle.load(f)
+        for a, b in zip(expected, values(clone)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        print(json.dumps({"loaded": True, "package": "tfp_picklefix" in sys.modules}))
+
+
+if __name__ == "__main__":
+    main()
