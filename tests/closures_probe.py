@@ -167,6 +167,20 @@ def operator_values(operator):
     return [operator.to_dense(), operator.matvec(Y)]
 
 
+def batch_normalization():  # TFP's default Keras layer has a TFP lambda as gamma constraint
+    bijector = tfb.BatchNormalization(training=False)
+    bijector.inverse(X)  # builds the layer
+    rng = np.random.RandomState(3)
+    for v in bijector.batchnorm.variables:
+        v.assign(v + rng.uniform(0.1, 0.5, v.shape).astype(np.float32))
+    return bijector
+
+
+def batch_normalization_values(bijector):
+    return [bijector.forward(X), bijector.inverse(X), bijector.forward_log_det_jacobian(X, 1),
+            bijector.batchnorm.gamma.constraint(tf.constant([-1.0, 2.0]))]
+
+
 CASES = {
     "GaussianProcessRegressionModel.precompute_regression_model": (gprm_precompute, gprm_values),
     "SchurComplement.with_precomputed_divisor": (schur_precompute, kernel_values),
@@ -183,6 +197,7 @@ if SUBSTRATE == "tf":  # TF only in TFP: STS joint distributions' pinning, nn, l
         "sts.build_factored_surrogate_posterior": (sts_surrogate, surrogate_values),
         "experimental.nn.Affine": (affine_layer, affine_values),
         "LinearOperatorPSDKernel": (psd_operator, operator_values),
+        "bijectors.BatchNormalization": (batch_normalization, batch_normalization_values),
     })
 
 

@@ -27,9 +27,15 @@ the copy's closure refers to the copied state.
 from __future__ import annotations
 
 import collections
+import functools
 import sys
 import types
 from typing import Any, Dict, List, Optional, Set, Tuple
+
+try:
+    from operator import call as _CALL  # Python >= 3.11
+except ImportError:  # pragma: no cover - older Pythons: partial.__call__ pickles by name
+    _CALL = functools.partial.__call__
 
 _LOCALS = "<locals>"
 _MAX_DEPTH = 4  # functions nested in functions
@@ -116,16 +122,36 @@ def _code_path(fn: Any) -> Optional[Tuple[str, str, List[int]]]:
     return None
 
 
+def keras_layer(kind: type) -> bool:
+    """A tf-keras class that pickles by Python's default reduction (a layer, not a
+    model: Keras writes models in its own format)."""
+    return ((kind.__module__ or "").startswith("tf_keras.")
+            and kind.__reduce_ex__ is object.__reduce_ex__ and kind.__reduce__ is object.__reduce__)
+
+
+def _written_as_itself(kind: type) -> bool:
+    """The objects whose reduction the writer rewrites around closures' stand-ins."""
+    module = kind.__module__ or ""
+    if module.startswith(("tensorflow.python.trackable.", "tensorflow.python.util.object_identity")):
+        return True  # a tf.Module's tracked structures; Keras's reference counts
+    if module.startswith("tensorflow.python.ops.") and hasattr(kind, "constraint"):
+        return True  # a variable: its reduction names its constraint
+    return keras_layer(kind)
+
+
 def _own_reduction(obj: Any) -> Any:
-    """How TF's tracking structures (``_DictWrapper``, ``ListWrapper``, ``_TupleWrapper``,
-    ``TrackableReference``) and ``OrderedDict`` pickle: (callable, args, state...) with
-    no ``__newobj__`` (a stand-in cannot be its own class), or None for other objects."""
+    """How an object pickles that can hold a TFP closure on the way to it: TF's tracking
+    structures (``_DictWrapper``, ``ListWrapper``, ``_TupleWrapper``,
+    ``TrackableReference``), Keras's reference counts (object-identity dictionaries),
+    variables (their constraint), Keras layers, ``functools.partial`` and
+    ``OrderedDict``: (callable, args, state...) with no ``__newobj__`` (a stand-in
+    cannot be its own class), or None for other objects."""
     import copyreg
 
     kind = type(obj)
     if kind is collections.OrderedDict:
         return (kind, (list(obj.items()),))
-    if not kind.__module__.startswith("tensorflow.python.trackable."):
+    if kind is not functools.partial and not _written_as_itself(kind):
         return None
     try:
         reduced = obj.__reduce_ex__(4)
@@ -139,6 +165,8 @@ def _own_reduction(obj: Any) -> Any:
         return None
     if reduced[0] is copyreg.__newobj__:  # cls.__new__(cls, *args), said without NEWOBJ
         reduced = (reduced[1][0].__new__,) + reduced[1:]
+    elif type(reduced[0]) is functools.partial:  # a variable: partial(cls, **kwargs)()
+        reduced = (_CALL, (reduced[0],) + tuple(reduced[1])) + reduced[2:]
     return reduced
 
 
@@ -210,10 +238,10 @@ class _Writer:
                 return obj
             return tuple(items) if kind is tuple else items
         if kind is dict:
-            fresh = {key: self.value(item) for key, item in obj.items()}
-            if all(fresh[key] is item for key, item in obj.items()):
+            pairs = [(self.value(key), self.value(item)) for key, item in obj.items()]
+            if all(k is key and v is item for (k, v), (key, item) in zip(pairs, obj.items())):
                 return obj
-            return fresh
+            return dict(pairs)  # keys too: Keras counts references by object identity
         done = self._done.get(id(obj))
         if done is not None:
             return done

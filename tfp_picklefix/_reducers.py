@@ -91,12 +91,7 @@ import types
 import warnings
 from typing import Any, Dict, List, Set, Tuple
 
-from ._closures import _Call, written_by_reference
-
-try:
-    from operator import call as _CALL  # Python >= 3.11
-except ImportError:  # pragma: no cover - older Pythons: partial.__call__ pickles by name
-    _CALL = functools.partial.__call__
+from ._closures import _CALL, _Call, keras_layer, written_by_reference
 
 _TFP_PREFIX = "tensorflow_probability"
 _TF_PREFIX = "tensorflow_probability.python"
@@ -181,7 +176,7 @@ class _Scan:
                 stack.append(getattr(obj, "ref", None))
                 continue
             module = getattr(type(obj), "__module__", "") or ""
-            if module.startswith(_TFP_PREFIX):
+            if module.startswith(_TFP_PREFIX) or keras_layer(type(obj)):  # BatchNormalization
                 attrs = getattr(obj, "__dict__", None)
                 if attrs is not None:
                     stack.extend(attrs.values())
