@@ -180,6 +180,13 @@ class _Scan:
                 attrs = getattr(obj, "__dict__", None)
                 if attrs is not None:
                     stack.extend(attrs.values())
+            elif hasattr(type(obj), "_trackable_children"):
+                # A Keras model or a tf.Module of other code (PixelCNN's network): not
+                # walked, but its variables count (a rebuild must not lose them).
+                try:
+                    self.variables.update(id(v) for v in obj.variables)
+                except Exception:
+                    pass
         return self
 
 
