@@ -1,4 +1,4 @@
-"""F10 and F12: normalizing flows built on TFP's Keras networks (TFP >= 0.12, TF).
+"""F10 and F12: flows and distributions built on TFP's Keras networks (TFP >= 0.12, TF).
 
 F10, ``AutoregressiveNetwork``:
 A ``TransformedDistribution`` of a ``Chain`` holding a ``MaskedAutoregressiveFlow`` with
@@ -7,6 +7,10 @@ cloudpickle and dill: the copy computes the same values, has variables of its ow
 with the same values (shared only by ``copy.copy``), writes the same checkpoint keys,
 restores the original's checkpoint, and trains on like the original with its masks
 kept. Without the package every serializer but ``copy.copy`` fails.
+
+F12 (Glow's default networks) and F10 again (PixelCNN's network layer), through
+``tests/networks_probe.py``: the same checks, and a deep copy that does not change
+when the original does.
 """
 from __future__ import annotations
 
@@ -61,53 +65,70 @@ def test_the_pickle_loads_without_the_package(tmp_path):
                                                                  "package": False}
 
 
-# F12: a Glow with TFP's default Keras networks (``tests/glow_probe.py``): three networks,
-# each called by a TFP closure (F11) as well as tracked by the bijectors.
-GLOW = "tests/glow_probe.py"
-GLOW_DEEP = {"variables": [24, 24], "shared": 0, "equal": True, "networks": [3, 3],
-             "same_networks": True, "same_checkpoint_keys": True, "restored": True,
-             "trained_equal": True, "independent": True}
-GLOW_SHALLOW = {"variables": [24, 24], "shared": 24, "equal": True, "networks": [3, 3],
-                "same_networks": True, "same_checkpoint_keys": True, "restored": True}
+# F12 and F10 again: a Glow with TFP's default Keras networks, each called by a TFP
+# closure (F11) as well as tracked by the bijectors, and a PixelCNN, whose network layer
+# holds a functional Keras model and a TFP closure (``tests/networks_probe.py``).
+NETWORKS = "tests/networks_probe.py"
+COUNTS = {"glow": {"variables": [24, 24], "networks": [3, 3]},
+          "pixelcnn": {"variables": [60, 60], "networks": [1, 1]}}
 
 
-def test_a_glow_with_its_default_networks_round_trips():
-    """Same values, variables of its own with the same values, the same networks (class,
-    names, configs), the same checkpoint keys; restores the original's checkpoint,
-    trains on like the original, and does not change when the original does."""
-    rows = probe_rows(GLOW, "roundtrip")
-    assert rows == {name: GLOW_SHALLOW if name == "copy" else GLOW_DEEP
+def _deep(model):
+    return dict(COUNTS[model], shared=0, equal=True, same_networks=True,
+                same_checkpoint_keys=True, restored=True, trained_equal=True, independent=True)
+
+
+def _shallow(model):
+    return dict(COUNTS[model], shared=COUNTS[model]["variables"][0], equal=True,
+                same_networks=True, same_checkpoint_keys=True, restored=True)
+
+
+@pytest.mark.parametrize("model", ["glow", "pixelcnn"])
+def test_a_model_on_tfp_s_keras_networks_round_trips(model):
+    """Same values (samples for the same seed), variables of its own with the same
+    values, the same networks (class, attributes, weights; Glow's also names and
+    configs), the same checkpoint keys; restores the original's checkpoint, trains on
+    like the original, and does not change when the original does."""
+    rows = probe_rows(NETWORKS, "roundtrip", model)
+    assert rows == {name: _shallow(model) if name == "copy" else _deep(model)
                     for name in ("pickle", "copy", "deepcopy", "cloudpickle", "dill")}
 
 
-def test_without_the_package_a_glow_only_copies_shallowly():
-    rows = probe_rows(GLOW, "roundtrip", env={"TFP_PICKLEFIX": "off"})
-    assert rows.pop("copy") == GLOW_SHALLOW
+@pytest.mark.parametrize("model", ["glow", "pixelcnn"])
+def test_without_the_package_such_a_model_only_copies_shallowly(model):
+    rows = probe_rows(NETWORKS, "roundtrip", model, env={"TFP_PICKLEFIX": "off"})
+    assert rows.pop("copy") == _shallow(model)
     assert all("error" in row for row in rows.values()), rows
 
 
-def test_the_package_without_f12_fails_on_the_glow_networks():
-    """Keras writes the networks in its own format and calls their constructors with
-    ``name=``, which they do not take."""
-    rows = probe_rows(GLOW, "roundtrip", env={"TFP_PICKLEFIX_PROBE_F12": "0"})
-    assert rows.pop("copy") == GLOW_SHALLOW
-    for name, row in rows.items():
-        assert "unexpected keyword argument 'name'" in row.get("error", ""), (name, row)
+@pytest.mark.parametrize("model, error", [
+    # Keras writes the networks in its own format and calls their constructors with
+    # ``name=``, which they do not take.
+    ("glow", "unexpected keyword argument 'name'"),
+    # Keras cannot make PixelCNN's functional model again from its config.
+    ("pixelcnn", "'str' object is not callable")])
+def test_the_package_without_the_network_reducers_fails_on_the_keras_side(model, error):
+    rows = probe_rows(NETWORKS, "roundtrip", model, env={"TFP_PICKLEFIX_PROBE_NETWORK": "0"})
+    assert rows.pop("copy") == _shallow(model)
+    for name in ("deepcopy", "cloudpickle", "dill"):
+        assert error in rows[name].get("error", ""), (name, rows[name])
+    assert "error" in rows["pickle"], rows["pickle"]
 
 
 def test_without_f11_a_deep_copy_of_a_glow_calls_the_original_networks():
     """Glow's coupling functions are TFP closures over the networks. A deep copy used to
     share them, so the copy computed with the original's networks (and trained
     nothing of its own); F11 makes them again over the copied networks."""
-    rows = probe_rows(GLOW, "roundtrip", env={"TFP_PICKLEFIX_PROBE_F11": "0"})
+    rows = probe_rows(NETWORKS, "roundtrip", "glow", env={"TFP_PICKLEFIX_PROBE_F11": "0"})
     assert "Can't pickle local object" in rows["pickle"]["error"] or (
         "Can't get local object" in rows["pickle"]["error"])
-    assert rows["deepcopy"] == dict(GLOW_DEEP, trained_equal=False, independent=False)
-    assert rows["cloudpickle"] == rows["dill"] == GLOW_DEEP
+    assert rows["deepcopy"] == dict(_deep("glow"), trained_equal=False, independent=False)
+    assert rows["cloudpickle"] == rows["dill"] == _deep("glow")
 
 
-def test_a_pickled_glow_loads_without_the_package(tmp_path):
-    path = str(tmp_path / "glow.pkl")
-    assert probe_rows(GLOW, "dump", path) == {"dumped": True}
-    assert probe_rows(GLOW, "load", path, env={"TFP_PICKLEFIX": "off"}) == {"loaded": True,
-                                                                           "package": False}
+@pytest.mark.parametrize("model", ["glow", "pixelcnn"])
+def test_a_pickled_model_on_tfp_s_keras_networks_loads_without_the_package(model, tmp_path):
+    path = str(tmp_path / f"{model}.pkl")
+    assert probe_rows(NETWORKS, "dump", model, path) == {"dumped": True}
+    assert probe_rows(NETWORKS, "load", model, path,
+                      env={"TFP_PICKLEFIX": "off"}) == {"loaded": True, "package": False}

@@ -45,8 +45,8 @@ _PREFIXES = {
 _REDUCER_MODULES = ("distributions.distribution", "math.psd_kernels.positive_semidefinite_kernel",
                     "internal.auto_composite_tensor", "util.deferred_tensor",
                     "internal.reparameterization", "internal.parameter_properties",
-                    "bijectors.masked_autoregressive", "bijectors.glow", "mcmc.kernel",
-                    "glm.family", "sts.structural_time_series", "experimental.nn.layers",
+                    "bijectors.masked_autoregressive", "bijectors.glow", "distributions.pixel_cnn",
+                    "mcmc.kernel", "glm.family", "sts.structural_time_series", "experimental.nn.layers",
                     "experimental.linalg.linear_operator_psd_kernel", "math.ode.base")
 # And TFP's packages that load lazily (``tfp.sts``, ``tfp.experimental``, ...): TFP deletes
 # their submodules' names from them once they are imported, which F5 gives back.

@@ -65,6 +65,8 @@ F10 ``AutoregressiveNetwork`` (TFP's Keras layer for ``MaskedAutoregressiveFlow`
     and rebuilt on load: its own ``build`` makes the model again (same masks, same
     closures; a random input order is passed as the order it drew) and then gets
     the weights. Not done for ``hidden_degrees='random'`` (the masks could differ).
+    The same for ``PixelCNN``'s network layer, whose functional Keras model Keras
+    cannot make again from its config (``'str' object is not callable``).
 F11 Closures TFP made that F4 cannot avoid (a precomputed GP regression model's mean
     function and Cholesky, ``TransformedTransitionKernel``'s log prob, the default
     proposal of ``RandomWalkMetropolis``, the lambdas of ``_parameter_properties``, STS
@@ -720,7 +722,8 @@ def _without(container: Any, target: Any) -> Any:
 
 
 def network_reduce_ex(self: Any, protocol: int) -> Any:
-    """``__reduce_ex__`` for TFP's ``AutoregressiveNetwork`` Keras layer (F10)."""
+    """``__reduce_ex__`` for TFP's ``AutoregressiveNetwork`` Keras layer and ``PixelCNN``'s
+    network layer (F10)."""
     reduced = object.__reduce_ex__(self, protocol)
     network = getattr(self, _NETWORK, None)
     state = reduced[2] if isinstance(reduced, tuple) and len(reduced) > 2 else None
@@ -737,6 +740,9 @@ def network_reduce_ex(self: Any, protocol: int) -> Any:
     random_order = isinstance(drawn, str) and drawn == "random" and order is not None
     if random_order:
         state["_input_order_param"] = order  # build with the order it drew
+    written = _written(state)  # F11: PixelCNN's weight-norm wrapper is a TFP closure
+    if written is not None:
+        state = written
     try:
         values = self.get_weights()
     except Exception:  # not eager (a trace): leave it to Keras
@@ -859,6 +865,8 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__reduce_ex__",
      network_reduce_ex),
     ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__copy__", network_copy),
+    ("distributions.pixel_cnn", "_PixelCNNNetwork", "__reduce_ex__", network_reduce_ex),
+    ("distributions.pixel_cnn", "_PixelCNNNetwork", "__copy__", network_copy),
     ("bijectors.glow", "GlowDefaultNetwork", "__reduce_ex__", sequential_reduce_ex),
     ("bijectors.glow", "GlowDefaultNetwork", "__deepcopy__", sequential_deepcopy),
     ("bijectors.glow", "GlowDefaultExitNetwork", "__reduce_ex__", sequential_reduce_ex),

@@ -1,12 +1,15 @@
-"""A ``tfb.Glow`` with TFP's default Keras networks (``GlowDefaultNetwork``,
-``GlowDefaultExitNetwork``), through every serializer (F12): values, variables,
-networks, one training step, checkpoints.
+"""TFP objects built on TFP's own Keras networks, through every serializer: ``glow`` (a
+``tfb.Glow`` with ``GlowDefaultNetwork``/``GlowDefaultExitNetwork``, F12) and
+``pixelcnn`` (``tfd.PixelCNN``, its network layer written as F10 writes
+``AutoregressiveNetwork``): values, variables, networks, one training step, checkpoints.
 
-    python tests/glow_probe.py roundtrip          # one JSON line per serializer
-    python tests/glow_probe.py dump PATH | load PATH   # the standard pickle, across processes
+    python tests/networks_probe.py roundtrip MODEL          # one JSON line per serializer
+    python tests/networks_probe.py dump MODEL PATH | load MODEL PATH
+                                                       # the standard pickle, across processes
 
-``TFP_PICKLEFIX_PROBE_F12=0`` / ``TFP_PICKLEFIX_PROBE_F11=0``: the package without F12
-or without F11 (Glow's coupling functions are TFP closures over the networks).
+``TFP_PICKLEFIX_PROBE_NETWORK=0`` / ``TFP_PICKLEFIX_PROBE_F11=0``: the package without
+its reducers on the model's network classes, or without F11 (Glow's coupling functions
+and PixelCNN's weight-norm wrapper are TFP closures).
 """
 from __future__ import annotations
 
@@ -27,13 +30,16 @@ if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
+from tensorflow_probability.python.distributions import pixel_cnn  # noqa: E402
 from tensorflow_probability.python.internal import tf_keras  # noqa: E402
 
 tfb, tfd = tfp.bijectors, tfp.distributions
-NETWORKS = (tfb.GlowDefaultNetwork, tfb.GlowDefaultExitNetwork)
-if os.environ.get("TFP_PICKLEFIX_PROBE_F12") == "0":  # the package without F12 alone
+MODEL = sys.argv[2]
+NETWORKS = {"glow": (tfb.GlowDefaultNetwork, tfb.GlowDefaultExitNetwork),
+            "pixelcnn": (pixel_cnn._PixelCNNNetwork,)}[MODEL]
+if os.environ.get("TFP_PICKLEFIX_PROBE_NETWORK") == "0":  # without the networks' reducers
     for _cls in NETWORKS:
-        for _attribute in ("__reduce_ex__", "__deepcopy__"):
+        for _attribute in ("__reduce_ex__", "__deepcopy__", "__copy__"):
             if _attribute in vars(_cls):
                 delattr(_cls, _attribute)
 if os.environ.get("TFP_PICKLEFIX_PROBE_F11") == "0":  # the package without F11 alone
@@ -41,16 +47,22 @@ if os.environ.get("TFP_PICKLEFIX_PROBE_F11") == "0":  # the package without F11 
 
     _reducers.written_by_reference = lambda *args, **kwargs: None
 X = np.random.RandomState(0).uniform(-1.0, 1.0, size=(2, 32)).astype(np.float32)
-IMAGES = np.random.RandomState(2).uniform(-1.0, 1.0, size=(2, 4, 4, 2)).astype(np.float32)
+IMAGES = {"glow": np.random.RandomState(2).uniform(-1.0, 1.0, size=(2, 4, 4, 2)),
+          "pixelcnn": np.random.RandomState(2).randint(0, 256, size=(2, 4, 4, 1))
+          }[MODEL].astype(np.float32)
 
 
 def build():
     tf.random.set_seed(5)
-    glow = tfb.Glow(output_shape=(4, 4, 2), num_glow_blocks=2, num_steps_per_block=1,
-                    coupling_bijector_fn=tfb.GlowDefaultNetwork,
-                    exit_bijector_fn=tfb.GlowDefaultExitNetwork)
-    dist = tfd.TransformedDistribution(tfd.Sample(tfd.Normal(0.0, 1.0), [32]), glow)
-    dist.log_prob(IMAGES)  # initializes the activation normalizations
+    if MODEL == "glow":
+        glow = tfb.Glow(output_shape=(4, 4, 2), num_glow_blocks=2, num_steps_per_block=1,
+                        coupling_bijector_fn=tfb.GlowDefaultNetwork,
+                        exit_bijector_fn=tfb.GlowDefaultExitNetwork)
+        dist = tfd.TransformedDistribution(tfd.Sample(tfd.Normal(0.0, 1.0), [32]), glow)
+    else:
+        dist = tfd.PixelCNN(image_shape=(4, 4, 1), num_resnet=1, num_hierarchies=1,
+                            num_filters=4, num_logistic_mix=2)
+    dist.log_prob(IMAGES)  # initializes Glow's activation normalizations
     rng = np.random.RandomState(1)
     for v in dist.trainable_variables:  # leave the zeros Glow starts its networks with
         v.assign(v + 0.1 * rng.standard_normal(v.shape).astype(v.dtype.as_numpy_dtype))
@@ -62,6 +74,9 @@ def networks(dist):
 
 
 def values(dist):
+    if MODEL == "pixelcnn":
+        tf.random.set_seed(7)  # its sampler takes an int seed: the same draw again
+        return [dist.log_prob(IMAGES), dist.sample(seed=3)]
     glow = dist.bijector
     y = glow.forward(X)
     return [y, glow.inverse(tf.identity(y)), dist.log_prob(IMAGES),
@@ -82,6 +97,14 @@ def checkpoint_keys(dist):
     return sorted(name for name, _ in tf.train.list_variables(path)), path
 
 
+def same_network(a, b):
+    same = (type(a) is type(b) and sorted(vars(a)) == sorted(vars(b))
+            and [w.shape for w in a.weights] == [w.shape for w in b.weights])
+    if MODEL == "glow":  # made again from their layers' configs: the same names too
+        same = same and a.name == b.name and a.get_config() == b.get_config()
+    return same
+
+
 def check(original, clone, shallow):
     out = {}
     for a, b in zip(values(original), values(clone)):
@@ -92,10 +115,7 @@ def check(original, clone, shallow):
     out["equal"] = all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(old, new))
     nets, new_nets = networks(original), networks(clone)
     out["networks"] = [len(nets), len(new_nets)]
-    out["same_networks"] = all(
-        type(a) is type(b) and a.name == b.name and [l.name for l in a.layers] == [
-            l.name for l in b.layers] and a.get_config() == b.get_config()
-        and sorted(vars(a)) == sorted(vars(b)) for a, b in zip(nets, new_nets))
+    out["same_networks"] = all(same_network(a, b) for a, b in zip(nets, new_nets))
     keys, path = checkpoint_keys(original)
     out["same_checkpoint_keys"] = keys == checkpoint_keys(clone)[0]
     tf.train.Checkpoint(flow=clone).read(path).assert_consumed()
@@ -127,11 +147,11 @@ def main():
             print(json.dumps({name: result}), flush=True)
     elif action == "dump":
         dist = build()
-        with open(sys.argv[2], "wb") as f:
+        with open(sys.argv[3], "wb") as f:
             pickle.dump([dist, [np.asarray(v) for v in values(dist)]], f)
         print(json.dumps({"dumped": True}))
     elif action == "load":
-        with open(sys.argv[2], "rb") as f:
+        with open(sys.argv[3], "rb") as f:
             clone, expected = pickle.load(f)
         for a, b in zip(expected, values(clone)):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
