@@ -6,9 +6,7 @@ serializer (F10): values, variables, one training step, checkpoints.
 """
 from __future__ import annotations
 
-import json
 import os
-import pickle
 import sys
 import tempfile
 import warnings
@@ -16,14 +14,13 @@ import warnings
 warnings.simplefilter("ignore")
 
 import numpy as np  # noqa: E402
-from roundtrips import SERIALIZERS  # noqa: E402
+from roundtrips import adam_step, run_probe  # noqa: E402
 
 if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "load":
     import tfp_picklefix  # noqa: F401
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
-from tensorflow_probability.python.internal import tf_keras  # noqa: E402
 
 tfb, tfd = tfp.bijectors, tfp.distributions
 if os.environ.get("TFP_PICKLEFIX_PROBE_F10") == "0":  # the package without F10 alone
@@ -56,11 +53,7 @@ def values(dist):
 
 def train_step(dist):
     """One Adam step; Keras applies the masks' kernel constraints after it."""
-    opt = tf_keras.optimizers.Adam(0.1)
-    with tf.GradientTape() as tape:
-        loss = -tf.reduce_mean(dist.log_prob(X))
-    variables = dist.trainable_variables
-    opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    adam_step(lambda: -tf.reduce_mean(dist.log_prob(X)), dist.trainable_variables, 0.1)
     return [v.numpy() for v in network(dist).weights]
 
 
@@ -101,24 +94,9 @@ def main():
     action = sys.argv[1]
     if action == "roundtrip":
         order = sys.argv[2] if len(sys.argv) > 2 else "left-to-right"
-        for name, roundtrip in SERIALIZERS.items():
-            try:
-                original = build(order)
-                result = check(original, roundtrip(original), shallow=name == "copy")
-            except Exception as exc:
-                result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-            print(json.dumps({name: result}), flush=True)
-    elif action == "dump":
-        dist = build()
-        with open(sys.argv[2], "wb") as f:
-            pickle.dump([dist, [np.asarray(v) for v in values(dist)]], f)
-        print(json.dumps({"dumped": True}))
-    elif action == "load":
-        with open(sys.argv[2], "rb") as f:
-            clone, expected = pickle.load(f)
-        for a, b in zip(expected, values(clone)):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
-        print(json.dumps({"loaded": True, "package": "tfp_picklefix" in sys.modules}))
+        run_probe(action, lambda: build(order), check, values)
+    else:
+        run_probe(action, build, check, values, sys.argv[2])
 
 
 if __name__ == "__main__":

@@ -13,9 +13,7 @@ and PixelCNN's weight-norm wrapper are TFP closures).
 """
 from __future__ import annotations
 
-import json
 import os
-import pickle
 import sys
 import tempfile
 import warnings
@@ -23,7 +21,7 @@ import warnings
 warnings.simplefilter("ignore")
 
 import numpy as np  # noqa: E402
-from roundtrips import SERIALIZERS  # noqa: E402
+from roundtrips import adam_step, run_probe  # noqa: E402
 
 if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "load":
     import tfp_picklefix  # noqa: F401
@@ -31,7 +29,6 @@ if os.environ.get("TFP_PICKLEFIX_PROBE_IMPORT", "1") == "1" and sys.argv[1] != "
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 from tensorflow_probability.python.distributions import pixel_cnn  # noqa: E402
-from tensorflow_probability.python.internal import tf_keras  # noqa: E402
 
 tfb, tfd = tfp.bijectors, tfp.distributions
 MODEL = sys.argv[2]
@@ -84,12 +81,8 @@ def values(dist):
 
 
 def train_step(dist):
-    opt = tf_keras.optimizers.Adam(0.01)
-    with tf.GradientTape() as tape:
-        loss = -tf.reduce_mean(dist.log_prob(IMAGES))
-    variables = dist.trainable_variables
-    opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
-    return [v.numpy() for v in variables]
+    adam_step(lambda: -tf.reduce_mean(dist.log_prob(IMAGES)), dist.trainable_variables, 0.01)
+    return [v.numpy() for v in dist.trainable_variables]
 
 
 def checkpoint_keys(dist):
@@ -136,26 +129,7 @@ def check(original, clone, shallow):
 
 
 def main():
-    action = sys.argv[1]
-    if action == "roundtrip":
-        for name, roundtrip in SERIALIZERS.items():
-            try:
-                original = build()
-                result = check(original, roundtrip(original), shallow=name == "copy")
-            except Exception as exc:
-                result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-            print(json.dumps({name: result}), flush=True)
-    elif action == "dump":
-        dist = build()
-        with open(sys.argv[3], "wb") as f:
-            pickle.dump([dist, [np.asarray(v) for v in values(dist)]], f)
-        print(json.dumps({"dumped": True}))
-    elif action == "load":
-        with open(sys.argv[3], "rb") as f:
-            clone, expected = pickle.load(f)
-        for a, b in zip(expected, values(clone)):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
-        print(json.dumps({"loaded": True, "package": "tfp_picklefix" in sys.modules}))
+    run_probe(sys.argv[1], build, check, values, sys.argv[3] if len(sys.argv) > 3 else "")
 
 
 if __name__ == "__main__":
