@@ -1,4 +1,4 @@
-"""The failures F1-F7 and F9, one object each, through every serializer.
+"""The failures F1-F7, F9 and F13, one object each, through every serializer.
 
     python tests/modern_repro.py SUBSTRATE [dump PATH | load PATH]
 
@@ -95,6 +95,39 @@ CASES["F4 Chain of MaskedAutoregressiveFlows"] = (lambda: tfb.Chain([
     tfb.Permute([1, 0]),
     tfb.MaskedAutoregressiveFlow(shift_and_log_scale_fn=cc.maf_shift_and_log_scale)]),
     lambda b: bij_values(b, np.float32([0.3, 0.6]), event_ndims=1))
+
+
+# F13: a JitPublicMethods wrapper after its methods ran (they keep their compiled form,
+# which holds traced graphs in TF), as tfp.sts.forecast returns its components.
+def jit_wrapped():
+    wrapper = ns.tfp.experimental.util.JitPublicMethods(
+        tfd.Normal(np.float32([0.0, 1.0]), np.float32(2.0)), trace_only=SUB == "tf")
+    jit_values(wrapper)
+    return wrapper
+
+
+def jit_values(d):
+    return [d.mean(), d.log_prob(np.float32(0.3))]
+
+
+def sts_forecast():
+    y = np.float32(np.sin(np.arange(16) / 3.0))
+    model = ns.tfp.sts.LocalLevel(observed_time_series=y)
+    draws = [p.prior.sample(2, seed=(1, i)) for i, p in enumerate(model.parameters)]
+    forecast = ns.tfp.sts.forecast(model, y, draws, num_steps_forecast=3)
+    forecast_values(forecast)
+    return forecast
+
+
+def forecast_values(d):
+    mean = d.mean()
+    return [mean, d.stddev(), d.log_prob(mean)]
+
+
+if SUB != "numpy":  # the NumPy substrate's JitPublicMethods returns the object itself
+    CASES["F13 JitPublicMethods (used)"] = (jit_wrapped, jit_values)
+if SUB == "tf":  # STS is TF only
+    CASES["F13 sts.forecast (used)"] = (sts_forecast, forecast_values)
 
 
 def properties_values(p):

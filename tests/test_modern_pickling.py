@@ -1,4 +1,4 @@
-"""Modern TFP (global era): the failures F1-F9 are fixed, in every substrate of the stack.
+"""Modern TFP (global era): the failures F1-F9 and F13 are fixed, in every substrate of the stack.
 
 Each case fails without the package (``TFP_PICKLEFIX=off``) and passes with it; what
 the package writes loads in a process that never imports it.

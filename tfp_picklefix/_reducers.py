@@ -83,6 +83,10 @@ F12 Glow's default networks (``GlowDefaultNetwork``, ``GlowDefaultExitNetwork``)
     them (``name=``), so every pickle and deep copy of a Glow failed. Each is written
     as a blank instance of its class, Keras's ``Sequential.__init__`` with its name and
     the layers made again from their configs, then its weights.
+F13 ``tfp.experimental.util.JitPublicMethods`` keeps the compiled methods it makes on
+    first use (a traced ``tf.function`` holds its graphs), and its ``__getattr__``
+    recurses without end before its state is set, so no copy could be made once a
+    method had run. It is written as its constructor's call, without them.
 """
 from __future__ import annotations
 
@@ -845,6 +849,63 @@ def sequential_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
     return new
 
 
+def _made_on_use(wrapped: Any, name: str, value: Any) -> bool:
+    """Whether attribute ``name`` of a ``JitPublicMethods`` is the compiled method it made
+    on first use (``tf.function``/``jax.jit`` of ``wrapped``'s method of that name)."""
+    if name.startswith("_") or not callable(value):
+        return False
+    method = getattr(wrapped, name, None)
+    if method is None:
+        return False
+    inner = getattr(value, "python_function", None) or getattr(value, "__wrapped__", None)
+    if inner is not None:  # tf.function
+        return bool(inner == method)
+    for cell in getattr(value, "__closure__", None) or ():  # the JAX substrate's jit wrapper
+        try:
+            if cell.cell_contents is method or cell.cell_contents == method:
+                return True
+        except (ValueError, TypeError):
+            continue
+    return False
+
+
+_JIT_ARGUMENTS = ("_object_to_wrap", "_trace_only", "_methods_to_exclude")
+
+
+def jit_methods_reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for ``tfp.experimental.util.JitPublicMethods`` (what
+    ``tfp.sts.forecast`` returns its components in). Once a method had run, every copy
+    and pickle failed (``cannot pickle 'FuncGraph' object``: the compiled method it
+    keeps holds its traced graphs); and no pickle or deep copy could be made again
+    (its ``__getattr__`` recursed without end while its state was not set). It is
+    written as its constructor's call, without the compiled methods, which it makes
+    again on first use; other attributes are set after."""
+    attrs = getattr(self, "__dict__", None)
+    if not isinstance(attrs, dict) or any(name not in attrs for name in _JIT_ARGUMENTS):
+        return object.__reduce_ex__(self, protocol)
+    wrapped = attrs["_object_to_wrap"]
+    rest = {k: v for k, v in attrs.items()
+            if k not in _JIT_ARGUMENTS and not _made_on_use(wrapped, k, v)}
+    made = functools.partial(type(self), trace_only=attrs["_trace_only"],
+                             methods_to_exclude=attrs["_methods_to_exclude"])
+    if not rest:
+        return made, (wrapped,)
+    import operator
+
+    # Memoized by pickle and deepcopy: one new wrapper, then its other attributes.
+    blank = _Call((made, (wrapped,)))
+    steps = [blank] + [_Call((setattr, (blank, k, v))) for k, v in rest.items()]
+    return operator.itemgetter(0), (tuple(steps),)
+
+
+def jit_methods_copy(self: Any) -> Any:
+    """``__copy__`` for ``JitPublicMethods``: a shallow copy sharing all it holds (its
+    ``__getattr__`` made Python's recurse without end)."""
+    new = object.__new__(type(self))
+    new.__dict__.update(self.__dict__)
+    return new
+
+
 def _prefix(bijector_module: str) -> str:
     return bijector_module.rsplit(".bijectors.", 1)[0]
 
@@ -878,6 +939,9 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel",
      "__reduce_ex__", closure_reduce_ex),
     ("math.ode.base", "Solver", "__reduce_ex__", closure_reduce_ex),
+    ("experimental.util.jit_public_methods", "JitPublicMethods", "__reduce_ex__",
+     jit_methods_reduce_ex),
+    ("experimental.util.jit_public_methods", "JitPublicMethods", "__copy__", jit_methods_copy),
 ) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement)
           for backend in ("numpy", "jax")
           for attribute, replacement in (("__reduce_ex__", variable_reduce_ex),
