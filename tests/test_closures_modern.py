@@ -136,3 +136,33 @@ def test_a_closure_whose_cells_lead_back_to_it_is_left_alone():
     assert pickle.loads(pickle.dumps(written))["fn"](3.0) == 6.0
     assert _closures.written_by_reference({"fn": recursive}, lambda fn: True) is None
     assert _closures.written_by_reference({"a": inner, "b": recursive}, lambda fn: True) is None
+
+
+def _holder(value):
+    def inner():
+        return value
+
+    return inner
+
+
+def test_for_deepcopy_a_closure_is_made_again_over_copied_cells_or_else_shared():
+    """The deepcopy side of F11 (the writer treats this test module's closures as TFP's
+    here): a closure whose cells deepcopy can copy is made again from its own code over
+    the copies; one whose cells it cannot copy (a lock) is shared, as deepcopy shares
+    any function, so that a deep copy never fails where it worked without F11."""
+    import copy
+    import threading
+
+    from tfp_picklefix import _closures
+
+    state = [1.0]
+    inner = _holder(state)
+    written = _closures.written_by_reference({"fn": inner}, lambda fn: True, lambda fn: True)
+    fn = copy.deepcopy(written)["fn"]
+    assert fn is not inner and fn.__code__ is inner.__code__
+    assert fn() == state and fn() is not state
+    assert fn.__qualname__ == inner.__qualname__
+
+    locked = _holder(threading.Lock())
+    written = _closures.written_by_reference({"fn": locked}, lambda fn: True, lambda fn: True)
+    assert copy.deepcopy(written)["fn"] is locked

@@ -296,8 +296,8 @@ class _Writer:
             self.missed = True
             return fn
         if self._deep is not None:
-            made = self._done[id(fn)] = _Call((_remade, (fn, defaults, cells or None,
-                                                          (state, attributes))))
+            made = self._done[id(fn)] = _DeepFunction(fn, (defaults, cells or None,
+                                                           (state, attributes)))
             return made
         module_name, path, indices = where  # type: ignore[misc]
         module = self._module(module_name)
@@ -329,14 +329,30 @@ class _Writer:
         return _attribute(name, self._module("types"))
 
 
-def _remade(fn: Any, defaults: Any, cells: Any, state: Any) -> Any:
-    """``fn`` made again with new cells (deepcopy's counterpart of the pickled call)."""
-    new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, defaults, cells)
-    attrs, attributes = state
-    new.__dict__.update(attrs or {})
-    for name, value in attributes.items():
-        setattr(new, name, value)
-    return new
+class _DeepFunction:
+    """A stand-in for deepcopy: ``fn`` made again from its own code with deep copies of
+    its cells, defaults and attributes; ``fn`` itself, shared as deepcopy shares any
+    function, when something in them cannot be deep-copied (never a new failure)."""
+
+    __slots__ = ("fn", "parts")
+
+    def __init__(self, fn: Any, parts: Tuple[Any, Any, Any]) -> None:
+        self.fn = fn
+        self.parts = parts  # defaults, cells (stand-ins), (attributes, special names)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:
+        import copy
+
+        fn = self.fn
+        try:
+            defaults, cells, (attrs, attributes) = copy.deepcopy(self.parts, memo)
+        except Exception:
+            return fn
+        new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, defaults, cells)
+        new.__dict__.update(attrs or {})
+        for name, value in attributes.items():
+            setattr(new, name, value)
+        return new
 
 
 def written_by_reference(value: Any, is_tfp_closure: Any, deep: Any = None) -> Any:
