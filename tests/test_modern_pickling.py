@@ -19,10 +19,16 @@ SCRIPT = "tests/modern_repro.py"
 KNOWN = {("modern", "numpy"): ("F7 TransformedVariable", "Actual dtype (float64) does not match")}
 
 
-def _run(sub, *args, env=None):
-    result = run_python("", env=env, args=[SCRIPT, sub, *args])
+def _last_json(code, args=(), env=None):
+    """Run ``code`` (or, empty, the script in ``args``) in a fresh interpreter; the JSON
+    value of its last line of output."""
+    result = run_python(code, env=env, args=list(args))
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _run(sub, *args, env=None):
+    return _last_json("", [SCRIPT, sub, *args], env=env)
 
 
 def _subs():
@@ -100,9 +106,7 @@ print(json.dumps([error, values]))
 def test_user_lambda_needs_cloudpickle_and_the_error_names_its_path():
     if "tf" not in global_substrates():
         pytest.skip("TF substrate of TFP >= 0.12")
-    result = run_python(USER_LAMBDA)
-    assert result.returncode == 0, result.stderr[-3000:]
-    error, values = json.loads(result.stdout.strip().splitlines()[-1])
+    error, values = _last_json(USER_LAMBDA)
     assert error.startswith("PicklingError: Can't pickle <lambda> (from __main__) at Normal.")
     assert "._transform_fn" in error
     assert values == [2.0, 2.0, 2.0]
@@ -173,9 +177,7 @@ def test_a_callers_closure_is_never_replaced_by_the_default(sub):
     original does; the standard pickle writes that closure by reference (F11)."""
     if sub == "none":
         pytest.skip("no TFP >= 0.12 substrate on this stack")
-    result = run_python(CALLERS_CLOSURE, args=[sub])
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = _last_json(CALLERS_CLOSURE, [sub])
     original = out.pop("original")
     assert sorted(out) == ["cloudpickle", "deepcopy", "dill", "pickle"]
     assert out == {name: pytest.approx(original, rel=1e-5) for name in out}
@@ -215,9 +217,7 @@ def test_an_attribute_set_after_construction_is_never_dropped():
     the lambda by reference, F11)."""
     if "tf" not in global_substrates():
         pytest.skip("TF substrate of TFP >= 0.12")
-    result = run_python(STS_SURROGATE)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = _last_json(STS_SURROGATE)
     original = out.pop("original")
     assert sorted(out) == ["cloudpickle", "deepcopy", "dill", "pickle"]
     for name, got in out.items():
@@ -261,9 +261,7 @@ def test_a_rebuild_never_loses_the_weights_of_a_keras_model():
     fail as without the package (on the Keras side), never other values."""
     if "tf" not in global_substrates():
         pytest.skip("TF substrate of TFP >= 0.12")
-    result = run_python(PIXEL_CNN)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = _last_json(PIXEL_CNN)
     original = out.pop("original")
     shallow = out.pop("copy")
     assert shallow["shared"] == shallow["variables"] > 0, shallow
