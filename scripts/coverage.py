@@ -8,7 +8,8 @@ introspection, built by ``tests/coverage_cases.py``), in each mode (``eager``; `
 after use inside ``tf.function``; ``variable``: float parameters are ``tf.Variable``s,
 assigned new values before the round trip; in JAX, distributions are evaluated through
 ``jax.jit`` with the object as a pytree argument), and
-for each serializer (pickle protocols 2-5, copy, deepcopy, cloudpickle, dill), one cell
+for each serializer (pickle protocols 0-5, copy, deepcopy, cloudpickle, dill; or
+``--serializers pickle0,pickle1,...``), one cell
 passes when the round trip works and the copy gives the same values: ``sample`` with
 the same seed, ``log_prob``, ``mean``; ``forward``/``inverse``/log-dets; kernel
 matrices; tensor values; and the same variables (current values, names, trainability).
@@ -37,16 +38,21 @@ import numpy as np  # noqa: E402
 MODES = {"tf": ("eager", "function", "variable"), "jax": ("eager",), "numpy": ("eager",)}
 
 
-def serializers() -> List[Tuple[str, Callable[[Any], Any]]]:
+def serializers(names: str = "") -> List[Tuple[str, Callable[[Any], Any]]]:
+    """(name, round trip) of every serializer, or of the comma-separated ``names``."""
     import cloudpickle
     import dill
 
     out = [(f"pickle{n}", (lambda o, n=n: pickle.loads(pickle.dumps(o, protocol=n))))
-           for n in (2, 3, 4, 5)]
+           for n in range(pickle.HIGHEST_PROTOCOL + 1)]
     out += [("copy", copy.copy), ("deepcopy", copy.deepcopy),
             ("cloudpickle", lambda o: cloudpickle.loads(cloudpickle.dumps(o))),
             ("dill", lambda o: dill.loads(dill.dumps(o)))]
-    return out
+    wanted = [name for name in names.split(",") if name]
+    unknown = set(wanted) - {name for name, _ in out}
+    if unknown:
+        raise SystemExit(f"unknown serializers: {sorted(unknown)}")
+    return [item for item in out if not wanted or item[0] in wanted]
 
 
 def _np(value: Any) -> Any:
@@ -210,7 +216,8 @@ def short(exc: BaseException) -> str:
     return text[:160]
 
 
-def run(substrate: str, only: List[str], shard: Tuple[int, int] = (0, 1)) -> Dict[str, Any]:
+def run(substrate: str, only: List[str], shard: Tuple[int, int] = (0, 1),
+        names: str = "") -> Dict[str, Any]:
     """The cells of every class (or of ``only``); ``shard`` (k, n): every n-th class,
     from the k-th."""
     import coverage_cases as cc
@@ -221,7 +228,7 @@ def run(substrate: str, only: List[str], shard: Tuple[int, int] = (0, 1)) -> Dic
         import tfp_picklefix
 
         tfp_picklefix.patch()
-        sers = serializers()
+        sers = serializers(names)
         keys = (only or cc.class_names(ns))[shard[0]::shard[1]]
         classes: Dict[str, Any] = {}
         for key in keys:
@@ -278,7 +285,8 @@ def run_jobs(args: Any, stem: str) -> Dict[str, Any]:
 
     jobs = args.jobs
     base = [sys.executable, os.path.abspath(__file__), "--substrate", args.substrate,
-            "--stack", args.stack, "--out", args.out] + (["--only", args.only] if args.only else [])
+            "--stack", args.stack, "--out", args.out] + (["--only", args.only] if args.only else []) + (
+                ["--serializers", args.serializers] if args.serializers else [])
     procs = [subprocess.Popen(base + ["--shard", f"{k}/{jobs}"], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for k in range(jobs)]
     outputs = [proc.communicate()[0] for proc in procs]
@@ -409,6 +417,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--only", default="", help="comma-separated class keys, e.g. tfd.Normal")
     parser.add_argument("--jobs", type=int, default=1,
                         help="share the classes out to this many processes (default 1)")
+    parser.add_argument("--serializers", default="",
+                        help="comma-separated, e.g. pickle0,pickle1 (default: all)")
     parser.add_argument("--shard", default="", help=argparse.SUPPRESS)  # "k/n": one of --jobs
     args = parser.parse_args(argv)
     started = time.time()
@@ -418,11 +428,12 @@ def main(argv: List[str]) -> int:
     if args.shard:
         k, n = (int(p) for p in args.shard.split("/"))
         with open(_shard_path(stem, k), "w") as f:
-            json.dump(run(args.substrate, only, (k, n)), f)
+            json.dump(run(args.substrate, only, (k, n), args.serializers), f)
         return 0
-    classes = run_jobs(args, stem) if args.jobs > 1 else run(args.substrate, only)
+    classes = (run_jobs(args, stem) if args.jobs > 1
+               else run(args.substrate, only, names=args.serializers))
     report = {"stack": args.stack, "substrate": args.substrate, "modes": list(MODES[args.substrate]),
-              "serializers": [name for name, _ in serializers()], "versions": versions(),
+              "serializers": [name for name, _ in serializers(args.serializers)], "versions": versions(),
               "python": platform.python_version(), "classes": classes}
     passed, total, failures = summarize(classes)
     with open(stem + ".json", "w") as f:

@@ -1,4 +1,4 @@
-"""The failures F1-F7, F9 and F13, one object each, through every serializer.
+"""The failures F1-F7, F9, F13 and F14, one object each, through every serializer.
 
     python tests/modern_repro.py SUBSTRATE [dump PATH | load PATH]
 
@@ -82,6 +82,12 @@ if SUB != "numpy":  # nothing is compiled in the NumPy substrate
 if SUB != "tf":  # the JAX/NumPy tf.Variable stand-in
     CASES["F7 TransformedVariable"] = (lambda: ns.util.TransformedVariable(1.5, tfb.Softplus()),
                                        lambda v: [ns.tf.convert_to_tensor(v)])
+if SUB == "tf":
+    # Pickle protocols 0 and 1: TF's TrackableReference, which a tf.Module keeps for
+    # each trackable it tracks (a variable, a module, a dict), has slots and no
+    # __getstate__ (the other cases check protocols 0 and 1 too).
+    CASES["F14 Scale(Variable) (pickle 0 and 1)"] = (lambda: tfb.Scale(ns.tf.Variable(2.0)),
+                                                     bij_values)
 CASES["F5 GaussianProcess (dill)"] = (lambda: tfd.GaussianProcess(
     psd.ExponentiatedQuadratic(), index_points=[[0.0], [1.0]], observation_noise_variance=0.1), dist_values)
 
@@ -150,6 +156,8 @@ def serializers():
 
     return {"pickle": lambda o: pickle.loads(pickle.dumps(o, protocol=4)),
             "pickle2": lambda o: pickle.loads(pickle.dumps(o, protocol=2)),
+            "pickle1": lambda o: pickle.loads(pickle.dumps(o, protocol=1)),
+            "pickle0": lambda o: pickle.loads(pickle.dumps(o, protocol=0)),
             "copy": copy.copy, "deepcopy": copy.deepcopy,
             "cloudpickle": lambda o: cloudpickle.loads(cloudpickle.dumps(o)),
             "dill": lambda o: dill.loads(dill.dumps(o))}

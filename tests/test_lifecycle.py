@@ -60,8 +60,11 @@ def classes():  # every class of every TFP module loaded, and the modules themse
                     out[id(v)] = v
     return list(out.values())
 before = {{id(c): dict(vars(c)) for c in classes()}}
+import copyreg
+registry = dict(copyreg.dispatch_table)  # pickle's registry: F8 adds TF's _TupleWrapper
 import tfp_picklefix
-patched = [[e.owner.__name__, e.name] for e in tfp_picklefix._record.RECORD.entries()]
+patched = [[getattr(e.owner, "__name__", "copyreg.dispatch_table"), getattr(e.name, "__name__", e.name)]
+           for e in tfp_picklefix._record.RECORD.entries()]
 assert len({{(id(e.owner), e.name) for e in tfp_picklefix._record.RECORD.entries()}}) == len(patched)
 changed_while_patched = sum(
     1 for c in classes() if id(c) in before for k in set(before[id(c)]) | set(vars(c))
@@ -77,6 +80,9 @@ for c in classes():
     if now.keys() != before[id(c)].keys():
         bad.append([c.__name__, sorted(set(now) ^ set(before[id(c)]))])
     bad += [[c.__name__, k] for k in now if now[k] is not before[id(c)].get(k)]
+if copyreg.dispatch_table != registry:
+    bad.append(["copyreg.dispatch_table", sorted(set(map(str, copyreg.dispatch_table.items()))
+                                                 ^ set(map(str, registry.items())))])
 print(json.dumps([patched, changed_while_patched + outside, bad]))
 """
     result = run_python(code)

@@ -1,4 +1,4 @@
-"""Modern TFP (global era): the failures F1-F9 and F13 are fixed, in every substrate of the stack.
+"""Modern TFP (global era): the failures F1-F9, F13 and F14 are fixed, in every substrate of the stack.
 
 Each case fails without the package (``TFP_PICKLEFIX=off``) and passes with it; what
 the package writes loads in a process that never imports it.
@@ -115,33 +115,56 @@ def test_user_lambda_needs_cloudpickle_and_the_error_names_its_path():
     assert "Normal." not in error_off  # without the package the error names no path
 
 
-TRACKED_DICT = """
-import os, pickle, sys, tempfile, warnings
+TRACKED = """
+import json, os, pickle, sys, tempfile, warnings
 warnings.simplefilter("ignore")
 import tfp_picklefix
 import tensorflow as tf
 import tensorflow_probability as tfp
-tfp.bijectors.Exp  # TFP imported: the TF substrate is patched
-module = tf.Module()
-module.params = {"a": tf.Variable(1.0), "b": tf.Variable(2.0)}  # tracked as a _DictWrapper
-clone = pickle.loads(pickle.dumps(module))
-path = tf.train.Checkpoint(m=module).write(os.path.join(tempfile.mkdtemp(), "ck"))
-try:
-    tf.train.Checkpoint(m=clone).read(path).assert_consumed()
-    print("restored")
-except Exception as exc:
-    print(f"{type(exc).__name__}: {exc}")
+tfb = tfp.bijectors
+def module_with(kind):
+    module = tf.Module()
+    if kind == "dict":  # tracked as a _DictWrapper
+        module.params = {"a": tf.Variable(1.0), "b": tf.Variable(2.0)}
+    else:  # tracked as a _TupleWrapper
+        module.params = (tf.Variable(1.0), tf.Variable(2.0))
+    return module
+builds = {"dict": lambda: module_with("dict"), "tuple": lambda: module_with("tuple"),
+          "Chain(tuple)": lambda: tfb.Chain((tfb.Scale(tf.Variable(2.0)), tfb.Shift(tf.Variable(1.0))))}
+out = {}
+for name, build in builds.items():
+    for protocol in (0, pickle.DEFAULT_PROTOCOL):
+        original = build()
+        try:
+            clone = pickle.loads(pickle.dumps(original, protocol))
+            for v in clone.trainable_variables:
+                v.assign(v + 10.0)
+            path = tf.train.Checkpoint(m=original).write(os.path.join(tempfile.mkdtemp(), "ck"))
+            tf.train.Checkpoint(m=clone).read(path).assert_consumed()
+            assert [float(v) for v in clone.trainable_variables] == [
+                float(v) for v in original.trainable_variables]
+            out[f"{name} {protocol}"] = "restored"
+        except Exception as exc:
+            out[f"{name} {protocol}"] = f"{type(exc).__name__}: {exc}"[:300]
+print(json.dumps(out))
 """
 
 
-def test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict():
-    """F8: TF's _DictWrapper pickled as a plain dict; restoring into the copy failed."""
+def test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict_or_a_tuple():
+    """F8: TF's _DictWrapper and _TupleWrapper pickled as a plain dict and tuple;
+    restoring a checkpoint of the original into the copy failed. F14: protocol 0
+    failed before that, on TF's TrackableReference."""
     if "tf" not in global_substrates():
         pytest.skip("TF substrate of TFP >= 0.12")
-    with_package = run_python(TRACKED_DICT)
-    assert with_package.stdout.strip().splitlines()[-1] == "restored", with_package.stderr[-2000:]
-    without = run_python(TRACKED_DICT, env={"TFP_PICKLEFIX": "off"})
-    assert "cannot create weak reference to 'dict' object" in without.stdout, without.stdout[-500:]
+    with_package = _last_json(TRACKED)
+    assert set(with_package.values()) == {"restored"}, with_package
+    without = _last_json(TRACKED, env={"TFP_PICKLEFIX": "off"})
+    for case, outcome in without.items():
+        kind = "dict" if case.startswith("dict") else "tuple"
+        if case.endswith(" 0"):
+            assert "cannot be pickled" in outcome, (case, outcome)  # F14
+        else:
+            assert f"cannot create weak reference to '{kind}' object" in outcome, (case, outcome)
 
 
 CALLERS_CLOSURE = """

@@ -133,10 +133,12 @@ def _labels(entries: Any) -> tuple:
     """Status labels: one per patched class attribute, one line for re-attached submodules."""
     labels = [f"{e.owner.__name__}.{e.name}" for e in entries
               if isinstance(e.owner, type) and e.name != "__module__"]
+    labels += [f"pickle's registry: {e.name.__name__}" for e in entries
+               if type(e.owner) is dict]
     renamed = sum(1 for e in entries if isinstance(e.owner, type) and e.name == "__module__")
     if renamed:
         labels.append(f"{renamed} factory-made classes' __module__")
-    submodules = sum(1 for e in entries if not isinstance(e.owner, type))
+    submodules = sum(1 for e in entries if not isinstance(e.owner, (type, dict)))
     if submodules:
         labels.append(f"{submodules} submodule attributes (for dill)")
     return tuple(labels)

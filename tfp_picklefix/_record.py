@@ -4,6 +4,8 @@ Modelled on pytest's MonkeyPatch undo stack and gevent's ``saved`` dict: the fir
 value seen for ``(owner, name)`` is kept as the original, so patching twice never
 records a patched object as "original", and restoring an attribute that the owner
 did not define itself (an inherited one) deletes it instead of copying it down.
+An owner that is a dict (a registry: ``copyreg.dispatch_table``) has its item
+``name`` replaced instead of an attribute, and an item it did not have is deleted.
 """
 from __future__ import annotations
 
@@ -13,9 +15,30 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 _MISSING = object()
 
 
+def _own(owner: Any, name: Any) -> Any:
+    """What ``owner`` holds itself under ``name`` (_MISSING if nothing)."""
+    if type(owner) is dict:
+        return owner.get(name, _MISSING)
+    return vars(owner).get(name, _MISSING)
+
+
+def _set(owner: Any, name: Any, value: Any) -> None:
+    if type(owner) is dict:
+        owner[name] = value
+    else:
+        setattr(owner, name, value)
+
+
+def _delete(owner: Any, name: Any) -> None:
+    if type(owner) is dict:
+        owner.pop(name, None)
+    elif name in vars(owner):
+        delattr(owner, name)
+
+
 class Saved(NamedTuple):
     owner: Any
-    name: str
+    name: Any  # an attribute name; for a dict owner, the key
     original: Any  # _MISSING when ``owner`` had no attribute of its own
     replacement: Any
     group: str
@@ -34,13 +57,13 @@ class Record:
         with self.lock:
             key = (id(owner), name)
             if key not in self._saved:
-                original = vars(owner).get(name, _MISSING)
+                original = _own(owner, name)
                 self._saved[key] = Saved(owner, name, original, value, group)
                 self._order.append(key)
             else:
                 old = self._saved[key]
                 self._saved[key] = old._replace(replacement=value)
-            setattr(owner, name, value)
+            _set(owner, name, value)
 
     def restore(self, group: Optional[str] = None) -> List[Saved]:
         """Undo every replacement (of ``group`` only, if given), newest first."""
@@ -51,10 +74,9 @@ class Record:
                 if group is not None and saved.group != group:
                     continue
                 if saved.original is _MISSING:
-                    if saved.name in vars(saved.owner):
-                        delattr(saved.owner, saved.name)
+                    _delete(saved.owner, saved.name)
                 else:
-                    setattr(saved.owner, saved.name, saved.original)
+                    _set(saved.owner, saved.name, saved.original)
                 del self._saved[key]
                 self._order.remove(key)
                 undone.append(saved)
@@ -73,10 +95,17 @@ class Record:
         """The value ``owner`` had before this package; ``owner.name`` if unpatched.
 
         Raises AttributeError when the owner had no attribute of its own
-        (it was inherited) and none is inherited now.
+        (it was inherited) and none is inherited now; for a dict owner, the item
+        (KeyError when it had none).
         """
         with self.lock:
             saved = self._saved.get((id(owner), name))
+        if type(owner) is dict:
+            if saved is None:
+                return owner[name]
+            if saved.original is _MISSING:
+                raise KeyError(name)
+            return saved.original
         if saved is None:
             return getattr(owner, name)
         if saved.original is _MISSING:

@@ -43,7 +43,12 @@ F7  The JAX/NumPy substrates' ``tf.Variable`` stand-in (a ``wrapt.ObjectProxy``)
     refuses pickling and copying; it is rebuilt from its value, trainability, name.
 F8  TF's ``_DictWrapper`` (a tf.Module's tracked dict) pickles as a plain dict, so a
     checkpoint could not be restored into an unpickled TFP object; it pickles as
-    itself.
+    itself. So does ``_TupleWrapper`` (a tracked tuple: ``tfb.Chain((a, b))``), whose
+    ``__getattribute__`` hands out the tuple's own ``__reduce_ex__``, so that no
+    method of its class can be found by pickle: it is registered in
+    ``copyreg.dispatch_table``, which pickle consults by type first (protocols 0
+    and 1 failed outright: ``cannot pickle 'tuple' object``). ``copy`` is unchanged
+    (its ``__copy__``/``__deepcopy__`` come first).
 F3  The type spec of a ``TransformedVariable``/``DeferredTensor`` (and of every
     auto-composite TFP object) is written through TF's own structure coder
     (``nested_structure_coder``), because its class is made inside a function and
@@ -87,6 +92,14 @@ F13 ``tfp.experimental.util.JitPublicMethods`` keeps the compiled methods it mak
     first use (a traced ``tf.function`` holds its graphs), and its ``__getattr__``
     recurses without end before its state is set, so no copy could be made once a
     method had run. It is written as its constructor's call, without them.
+F14 TF's ``TrackableReference`` (a named checkpoint dependency, which a ``tf.Module``
+    keeps for each trackable it tracks: a variable, a module, a dict) has ``__slots__`` and no
+    ``__getstate__``. Pickle protocols 0 and 1 refuse such a class (``a class that
+    defines __slots__ without defining __getstate__ cannot be pickled``), so no TF
+    substrate TFP object, not even ``tfd.Normal(0., 1.)``, pickled with them. So does
+    TFP's ``SpecialMethods``, a base of ``DeferredModule`` (the surrogate posteriors of
+    ``tfp.experimental.vi``). For protocols 0 and 1 they are written as protocol 2
+    writes them; protocols 2 and up and ``copy`` are left as they are.
 """
 from __future__ import annotations
 
@@ -626,6 +639,42 @@ def dict_wrapper_reduce_ex(self: Any, protocol: int) -> Any:
     return type(self), (self.__wrapped__,)
 
 
+def slots_reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for classes that protocols 0 and 1 refuse (F14: TF's
+    ``TrackableReference``, TFP's ``SpecialMethods``): what protocol 2 writes (the
+    class's ``__new__``, through ``copyreg.__newobj__``, then its state, slots
+    included), which the older protocols write with their own opcodes; protocols 2
+    and up, and ``copy``, unchanged."""
+    return object.__reduce_ex__(self, max(protocol, 2))
+
+
+def _slots_without_state(cls: type) -> bool:
+    """Whether protocols 0 and 1 refuse ``cls``: it has slots, and neither its own
+    ``__getstate__`` nor a reduction of its own (F14's cause)."""
+    if not copyreg._slotnames(cls) or getattr(cls, "__getstate__", None) not in (
+            None, getattr(object, "__getstate__", None)):
+        return False
+    return all(getattr(cls, name) is getattr(object, name)
+               for name in ("__reduce_ex__", "__reduce__"))
+
+
+def tuple_wrapper_reduce(self: Any) -> Any:
+    """Pickle's reduction of TF's ``_TupleWrapper`` (F8, in ``copyreg.dispatch_table``):
+    the wrapper again, around the same tuple (or namedtuple)."""
+    return type(self), (self.__wrapped__,)
+
+
+def _proxies_its_reduction(cls: type) -> bool:
+    """Whether ``cls`` (a ``wrapt`` proxy) hands out its wrapped object's
+    ``__reduce_ex__`` instead of its own, so that pickle cannot find its own (F8's
+    cause for ``_TupleWrapper``), seen on one instance."""
+    try:
+        probe = cls(())
+        return getattr(probe.__reduce_ex__, "__func__", None) is not vars(cls).get("__reduce_ex__")
+    except Exception:
+        return False
+
+
 def type_spec_reduce(self: Any) -> Tuple[Any, Tuple[Any]]:
     """``__reduce__`` for TFP's type specs: through TF's structure coder (F3)."""
     if getattr(self, "_transform_is_composite", True) is False:
@@ -942,15 +991,26 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("experimental.util.jit_public_methods", "JitPublicMethods", "__reduce_ex__",
      jit_methods_reduce_ex),
     ("experimental.util.jit_public_methods", "JitPublicMethods", "__copy__", jit_methods_copy),
+    ("experimental.util.special_methods", "SpecialMethods", "__reduce_ex__", slots_reduce_ex),
 ) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement)
           for backend in ("numpy", "jax")
           for attribute, replacement in (("__reduce_ex__", variable_reduce_ex),
                                          ("__copy__", variable_copy),
                                          ("__deepcopy__", variable_deepcopy)))
 
-# Absolute: TF classes that TFP objects carry (patched with the TF substrate).
-_TF_TARGETS = (("tensorflow.python.trackable.data_structures", "_DictWrapper", "__reduce_ex__",
-                dict_wrapper_reduce_ex),)
+# Absolute: TF classes that TFP objects carry (patched with the TF substrate), each
+# where the cause it fixes is found: ``_DictWrapper`` defines its own ``__reduce_ex__``
+# (F8), ``TrackableReference`` has slots and no state of its own (F14). Attribute
+# ``None``: the class's entry in ``copyreg.dispatch_table`` (``_TupleWrapper`` hands out
+# its tuple's ``__reduce_ex__``, F8).
+_TF_TARGETS = (
+    ("tensorflow.python.trackable.data_structures", "_DictWrapper", "__reduce_ex__",
+     dict_wrapper_reduce_ex, lambda cls: "__reduce_ex__" in vars(cls)),
+    ("tensorflow.python.trackable.base", "TrackableReference", "__reduce_ex__",
+     slots_reduce_ex, _slots_without_state),
+    ("tensorflow.python.trackable.data_structures", "_TupleWrapper", None,
+     tuple_wrapper_reduce, _proxies_its_reduction),
+)
 
 _SHARED = (singleton_reduce, variable_reduce_ex, variable_copy, variable_deepcopy,
            properties_reduce_ex)
@@ -985,15 +1045,24 @@ def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
         if replacement in (sequential_reduce_ex, sequential_deepcopy) and \
                 _keras_sequential_init(cls) is None:
             continue  # not a tf-keras Sequential here
+        if replacement is slots_reduce_ex and not (vars(cls).get(attribute) is replacement
+                                                   or _slots_without_state(cls)):
+            continue  # protocols 0 and 1 take it as it is (F14's cause is not there)
         own = vars(cls).get(attribute)
         if (own is not None and own is not replacement and attribute == "__reduce_ex__"
                 and replacement in (reduce_ex, properties_reduce_ex, closure_reduce_ex)):
             continue  # TFP defines its own reduction now: leave it alone
         steps.append((cls, attribute, replacement))
     if prefix == _TF_PREFIX:
-        for module_name, class_name, attribute, replacement in _TF_TARGETS:
+        for module_name, class_name, attribute, replacement, cause in _TF_TARGETS:
             cls = getattr(sys.modules.get(module_name), class_name, None)
-            if isinstance(cls, type) and "__reduce_ex__" in vars(cls):
+            if not isinstance(cls, type):
+                continue
+            if attribute is None:  # the class's entry in pickle's registry
+                if (copyreg.dispatch_table.get(cls) is replacement
+                        or (cls not in copyreg.dispatch_table and cause(cls))):
+                    steps.append((copyreg.dispatch_table, cls, replacement))
+            elif vars(cls).get(attribute) is replacement or cause(cls):
                 steps.append((cls, attribute, replacement))
     steps.extend(_detached_submodules(prefix))  # F5
     steps.extend(_misnamed_classes(prefix))  # F1b
