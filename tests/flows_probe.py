@@ -1,7 +1,7 @@
 """A MaskedAutoregressiveFlow with TFP's Keras AutoregressiveNetwork, through every
 serializer (F10): values, variables, one training step, checkpoints.
 
-    python tests/flows_probe.py roundtrip [INPUT_ORDER]   # one JSON line per serializer
+    python tests/flows_probe.py roundtrip [INPUT_ORDER [HIDDEN_DEGREES]]   # a JSON line each
     python tests/flows_probe.py dump PATH | load PATH     # the standard pickle, across processes
 """
 from __future__ import annotations
@@ -30,10 +30,11 @@ if os.environ.get("TFP_PICKLEFIX_PROBE_F10") == "0":  # the package without F10 
 X = np.float32([[0.1, 0.2, 0.3], [-0.4, 0.5, 1.5]])
 
 
-def build(order="left-to-right"):
+def build(order="left-to-right", degrees="equal"):
     tf.random.set_seed(3)
     made = tfb.AutoregressiveNetwork(params=2, hidden_units=[8], event_shape=[3],
-                                     input_order=order, activation="relu")
+                                     input_order=order, hidden_degrees=degrees,
+                                     activation="relu")
     flow = tfb.Chain([tfb.MaskedAutoregressiveFlow(shift_and_log_scale_fn=made),
                       tfb.Permute([2, 0, 1])])
     dist = tfd.TransformedDistribution(tfd.Sample(tfd.Normal(0.0, 1.0), [3]), flow)
@@ -82,6 +83,8 @@ def check(original, clone, shallow):
     if not shallow:
         # Trained side by side, they stay equal: same gradients, same masks.
         masks = [np.asarray(m) for m in network(original)._masks]
+        out["same_masks"] = all(np.array_equal(a, np.asarray(b)) for a, b in
+                                zip(masks, network(clone)._masks))
         trained_a, trained_b = train_step(original), train_step(clone)
         out["trained_equal"] = all(np.allclose(a, b, rtol=1e-6, atol=1e-7)
                                    for a, b in zip(trained_a, trained_b))
@@ -94,7 +97,8 @@ def main():
     action = sys.argv[1]
     if action == "roundtrip":
         order = sys.argv[2] if len(sys.argv) > 2 else "left-to-right"
-        run_probe(action, lambda: build(order), check, values)
+        degrees = sys.argv[3] if len(sys.argv) > 3 else "equal"
+        run_probe(action, lambda: build(order, degrees), check, values)
     else:
         run_probe(action, build, check, values, sys.argv[2])
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_module(
 SCRIPT = "tests/flows_probe.py"
 DEEP = {"variables": [4, 4], "shared": 0, "equal": True, "same_attributes": True,
         "same_checkpoint_keys": True,
-        "restored": True, "trained_equal": True, "masked_kernels_zero": True}
+        "restored": True, "same_masks": True, "trained_equal": True, "masked_kernels_zero": True}
 SHALLOW = {"variables": [4, 4], "shared": 4, "equal": True, "same_attributes": True,
            "same_checkpoint_keys": True,
            "restored": True}
@@ -35,9 +35,11 @@ def _rows(*args, env=None):
     return probe_rows(SCRIPT, *args, env=env)
 
 
-@pytest.mark.parametrize("order", ["left-to-right", "random"])
-def test_a_flow_with_a_keras_network_round_trips(order):
-    rows = _rows("roundtrip", order)
+@pytest.mark.parametrize("order,degrees", [("left-to-right", "equal"), ("random", "equal"),
+                                           ("left-to-right", "random")])
+def test_a_flow_with_a_keras_network_round_trips(order, degrees):
+    """A random input order is kept as drawn; so are the masks random hidden degrees drew."""
+    rows = _rows("roundtrip", order, degrees)
     expected = {name: SHALLOW if name == "copy" else DEEP
                 for name in ("pickle", "copy", "deepcopy", "cloudpickle", "dill")}
     assert rows == expected

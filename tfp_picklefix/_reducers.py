@@ -69,7 +69,8 @@ F10 ``AutoregressiveNetwork`` (TFP's Keras layer for ``MaskedAutoregressiveFlow`
     copied or sent through cloudpickle/dill. The layer is written without its model
     and rebuilt on load: its own ``build`` makes the model again (same masks, same
     closures; a random input order is passed as the order it drew) and then gets
-    the weights. Not done for ``hidden_degrees='random'`` (the masks could differ).
+    the weights. With ``hidden_degrees='random'`` it is built with ``'equal'`` (no
+    draw), then given the masks it drew, in the layer and in its mask closures' cells.
     The same for ``PixelCNN``'s network layer, whose functional Keras model Keras
     cannot make again from its config (``'str' object is not callable``).
 F11 Closures TFP made that F4 cannot avoid (a precomputed GP regression model's mean
@@ -781,11 +782,14 @@ def network_reduce_ex(self: Any, protocol: int) -> Any:
     network = getattr(self, _NETWORK, None)
     state = reduced[2] if isinstance(reduced, tuple) and len(reduced) > 2 else None
     if (network is None or not isinstance(state, dict) or state.get(_NETWORK) is not network
-            or str(getattr(self, "_hidden_degrees", "")) == "random"
             or state.get("_build_input_shape") is None):
         return reduced
     import operator
 
+    random_degrees = str(getattr(self, "_hidden_degrees", "")) == "random"
+    cells = _mask_cells(self, network) if random_degrees else []
+    if cells is None:
+        return reduced  # masks this cannot put back: leave it to Keras
     state = {key: _without(value, network) for key, value in state.items() if key != _NETWORK}
     state["built"] = False
     order = getattr(self, "_input_order", None)
@@ -793,6 +797,8 @@ def network_reduce_ex(self: Any, protocol: int) -> Any:
     random_order = isinstance(drawn, str) and drawn == "random" and order is not None
     if random_order:
         state["_input_order_param"] = order  # build with the order it drew
+    if random_degrees:
+        state["_hidden_degrees"] = "equal"  # build without drawing (masks put back below)
     written = _written(state)  # F11: PixelCNN's weight-norm wrapper is a TFP closure
     if written is not None:
         state = written
@@ -809,7 +815,40 @@ def network_reduce_ex(self: Any, protocol: int) -> Any:
              _Call((operator.methodcaller("set_weights", values), (blank,)))]
     if random_order:
         steps.append(_Call((setattr, (blank, "_input_order_param", drawn))))
+    if random_degrees:
+        # The masks it drew, in the layer and in the cells of its Keras layers' mask
+        # closures (the constraints keep applying them in training), then its setting.
+        masks = list(self._masks)
+        steps.append(_Call((setattr, (blank, "_masks", masks))))
+        layers = _Call((operator.attrgetter(_NETWORK + ".layers"), (blank,)))
+        for index, attribute, position, k in cells:
+            closure = _Call((operator.attrgetter(attribute + ".__closure__"),
+                             (_Call((operator.itemgetter(index), (layers,))),)))
+            cell = _Call((operator.itemgetter(position), (closure,)))
+            steps.append(_Call((setattr, (cell, "cell_contents", masks[k]))))
+        steps.append(_Call((setattr, (blank, "_hidden_degrees", "random"))))
     return operator.itemgetter(0), (tuple(steps),)
+
+
+def _mask_cells(self: Any, network: Any) -> Any:
+    """(Keras layer index, attribute, cell position, mask index) of every cell of the
+    network's kernel initializers and constraints that holds one of ``self._masks``;
+    None unless each mask is in some layer's constraint (then nothing could put the
+    masks a random ``hidden_degrees`` drew back into a rebuilt network)."""
+    masks = list(getattr(self, "_masks", None) or ())
+    found = []
+    for index, layer in enumerate(getattr(network, "layers", ())):
+        for attribute in ("kernel_initializer", "kernel_constraint"):
+            for position, cell in enumerate(getattr(getattr(layer, attribute, None),
+                                                    "__closure__", None) or ()):
+                try:
+                    content = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                found += [(index, attribute, position, k)
+                          for k, mask in enumerate(masks) if content is mask]
+    constrained = {k for _, attribute, _, k in found if attribute == "kernel_constraint"}
+    return found if masks and constrained == set(range(len(masks))) else None
 
 
 def network_copy(self: Any) -> Any:
