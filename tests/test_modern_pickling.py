@@ -295,3 +295,22 @@ def test_a_rebuild_never_loses_the_weights_of_a_keras_model():
             continue
         assert got["shared"] == 0, (name, got)
         np.testing.assert_allclose(got["log_prob"], original, rtol=1e-5, err_msg=name)
+
+
+@pytest.mark.long(60)
+@pytest.mark.parametrize("sub", [s for s in _subs() if s != "tf"] or ["none"])
+def test_jax_and_numpy_objects_ship_to_worker_processes(sub):
+    """The JAX and NumPy substrates' objects (F1, F4/F11, F7; JAX: used inside jax.jit
+    first) give the parent's log-probs (JAX: and samples) in a spawned worker that
+    never imports the package, and through joblib's loky and Dask where installed;
+    without the package each of them fails."""
+    if sub == "none":
+        pytest.skip("no JAX or NumPy substrate of TFP >= 0.12 on this stack")
+    table = _last_json("", ["tests/substrate_workers.py", sub])
+    assert "spawn" in table
+    for backend, rows in table.items():
+        assert len(rows) == 5, (backend, rows)
+        for name, row in rows.items():
+            assert row.get("diff", 1.0) < 1e-5 and row["in_another_process"], (backend, name, row)
+    off = _last_json("", ["tests/substrate_workers.py", sub], env={"TFP_PICKLEFIX": "off"})
+    assert all("error" in row for row in off["spawn"].values()), off["spawn"]
