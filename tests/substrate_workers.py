@@ -115,43 +115,37 @@ def main(substrate: str) -> Dict[str, Any]:
                             for k, v in local[name].items()),
                 "in_another_process": pid != os.getpid()}
 
-    results: Dict[str, Any] = {}
-    ctx = multiprocessing.get_context("spawn")
-    results["spawn"] = {}
-    with ctx.Pool(1) as pool:
+    def through(run: Any) -> Dict[str, Any]:
+        """Each object's row, ``run(args)`` giving the worker's (results, pid)."""
+        rows = {}
         for name, args in calls.items():
             try:
-                blob = pickle.dumps(args)  # the standard pickle, as the pool uses
-                results["spawn"][name] = compare(name, pool.apply(me.task_from_pickle, (blob,)))
+                rows[name] = compare(name, run(args))
             except Exception as exc:
-                results["spawn"][name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                rows[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        return rows
+
+    results: Dict[str, Any] = {}
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        # The standard pickle, as the pool uses; loaded by the task itself.
+        results["spawn"] = through(
+            lambda args: pool.apply(me.task_from_pickle, (pickle.dumps(args),)))
     try:
         from joblib import Parallel, delayed
     except ImportError:
         pass
-    else:
-        results["loky"] = {}
-        for name, args in calls.items():
-            try:
-                # n_jobs=1 would run it here, in this process.
-                got = Parallel(n_jobs=2, backend="loky")([delayed(me.task)(*args)])[0]
-                results["loky"][name] = compare(name, got)
-            except Exception as exc:
-                results["loky"][name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    else:  # n_jobs=1 would run it here, in this process
+        results["loky"] = through(
+            lambda args: Parallel(n_jobs=2, backend="loky")([delayed(me.task)(*args)])[0])
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
         pass
     else:
-        results["dask"] = {}
         with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                           dashboard_address=None) as cluster, Client(cluster) as client:
-            for name, args in calls.items():
-                try:
-                    got = client.submit(me.task, *args, pure=False).result()
-                    results["dask"][name] = compare(name, got)
-                except Exception as exc:
-                    results["dask"][name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            results["dask"] = through(
+                lambda args: client.submit(me.task, *args, pure=False).result())
     return results
 
 
