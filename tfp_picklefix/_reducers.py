@@ -629,13 +629,16 @@ def variable_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
     return type(self)(**_variable_kwargs(self, copy.deepcopy(self.__wrapped__, memo)))
 
 
-def dict_wrapper_reduce_ex(self: Any, protocol: int) -> Any:
-    """``__reduce_ex__`` for TF's ``_DictWrapper`` (tf.Module's tracked dicts).
+def wrapper_reduce_ex(self: Any, protocol: int = 2) -> Any:
+    """How TF's tracking proxies pickle (F8): the wrapper again, around the same object.
 
-    TF's own returns ``(self.__class__, ...)``, but the wrapper is a ``wrapt`` proxy
-    whose ``__class__`` is ``dict``: an unpickled module then tracks a plain dict,
-    and restoring a checkpoint into it fails (``cannot create weak reference to
-    'dict' object``). TFP distributions track their parameters this way.
+    ``_DictWrapper`` (a tf.Module's tracked dicts; as its ``__reduce_ex__``): TF's own
+    returns ``(self.__class__, ...)``, but the wrapper is a ``wrapt`` proxy whose
+    ``__class__`` is ``dict``: an unpickled module then tracks a plain dict, and
+    restoring a checkpoint into it fails (``cannot create weak reference to 'dict'
+    object``). TFP distributions track their parameters this way. ``_TupleWrapper``
+    (as its entry in ``copyreg.dispatch_table``, called without the protocol): its
+    ``__getattribute__`` hands out the tuple's own ``__reduce_ex__``.
     """
     return type(self), (self.__wrapped__,)
 
@@ -657,12 +660,6 @@ def _slots_without_state(cls: type) -> bool:
         return False
     return all(getattr(cls, name) is getattr(object, name)
                for name in ("__reduce_ex__", "__reduce__"))
-
-
-def tuple_wrapper_reduce(self: Any) -> Any:
-    """Pickle's reduction of TF's ``_TupleWrapper`` (F8, in ``copyreg.dispatch_table``):
-    the wrapper again, around the same tuple (or namedtuple)."""
-    return type(self), (self.__wrapped__,)
 
 
 def _proxies_its_reduction(cls: type) -> bool:
@@ -1044,11 +1041,11 @@ _TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
 # its tuple's ``__reduce_ex__``, F8).
 _TF_TARGETS = (
     ("tensorflow.python.trackable.data_structures", "_DictWrapper", "__reduce_ex__",
-     dict_wrapper_reduce_ex, lambda cls: "__reduce_ex__" in vars(cls)),
+     wrapper_reduce_ex, lambda cls: "__reduce_ex__" in vars(cls)),
     ("tensorflow.python.trackable.base", "TrackableReference", "__reduce_ex__",
      slots_reduce_ex, _slots_without_state),
     ("tensorflow.python.trackable.data_structures", "_TupleWrapper", None,
-     tuple_wrapper_reduce, _proxies_its_reduction),
+     wrapper_reduce_ex, _proxies_its_reduction),
 )
 
 _SHARED = (singleton_reduce, variable_reduce_ex, variable_copy, variable_deepcopy,
