@@ -96,12 +96,21 @@ def _code_indices(code: Any, target: Any, depth: int) -> Optional[List[int]]:
     return None
 
 
-def _code_path(fn: Any) -> Optional[Tuple[str, str, List[int]]]:
-    """(module, attribute path of the enclosing function's code, constant positions) by
-    which ``fn.__code__`` is found again in TFP's modules; None when it is not."""
+def _home_module(fn: Any) -> Tuple[Optional[str], Any]:
+    """(name, module) of the imported module whose globals ``fn`` runs in, or (name,
+    None): a function's ``__module__`` can be set to anything, its globals cannot."""
     module_name = fn.__globals__.get("__name__")
     module = sys.modules.get(module_name or "")
     if module is None or vars(module) is not fn.__globals__:
+        return module_name, None
+    return module_name, module
+
+
+def _code_path(fn: Any) -> Optional[Tuple[str, str, List[int]]]:
+    """(module, attribute path of the enclosing function's code, constant positions) by
+    which ``fn.__code__`` is found again in TFP's modules; None when it is not."""
+    module_name, module = _home_module(fn)
+    if module is None:
         return None
     parts = fn.__qualname__.split(".")
     if _LOCALS not in parts:
@@ -175,8 +184,7 @@ def _default_path(fn: Any) -> Optional[Tuple[str, str, Any]]:
     no name pickle can find: a default argument of a function or method (``adjust_kr_fn=
     lambda x: x``) or a module attribute; the key is None for the attribute itself, a
     position in ``__defaults__`` or a name in ``__kwdefaults__``. Checked by identity."""
-    module_name = fn.__globals__.get("__name__")
-    module = sys.modules.get(module_name or "")
+    module_name, module = _home_module(fn)
     if module is None or _LOCALS in fn.__qualname__:
         return None
     owner_path = fn.__qualname__.rpartition(".")[0]

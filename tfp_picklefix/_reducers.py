@@ -109,7 +109,7 @@ import functools
 import sys
 import types
 import warnings
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ._closures import _CALL, _Call, keras_layer, written_by_reference
 
@@ -995,40 +995,86 @@ def _prefix(bijector_module: str) -> str:
     return bijector_module.rsplit(".bijectors.", 1)[0]
 
 
-# module (relative to the substrate prefix), class name, attribute, replacement
-_TARGETS: Tuple[Tuple[str, str, str, Any], ...] = (
-    ("bijectors.bijector", "Bijector", "__reduce_ex__", reduce_ex),
-    ("distributions.distribution", "Distribution", "__reduce_ex__", reduce_ex),
+def _always(cls: type) -> bool:
+    return True
+
+
+def _no_reduction_of_its_own(cls: type) -> bool:
+    """Whether ``cls`` leaves ``__reduce_ex__`` to its bases: where TFP defines its own
+    reduction now, it is left alone."""
+    return "__reduce_ex__" not in vars(cls)
+
+
+def _keras_layer_class(cls: type) -> bool:
+    """A Keras layer here (not in the JAX/NumPy substrates, where the class is plain)."""
+    return all(hasattr(cls, name) for name in ("get_weights", "__getstate__", "__setstate__",
+                                               "build"))
+
+
+def _tf_keras_sequential(cls: type) -> bool:
+    return _keras_sequential_init(cls) is not None
+
+
+def _is_tf_type_spec(cls: type) -> bool:
+    """A TF ``TypeSpec`` here (the JAX/NumPy substrates have no TypeSpec machinery)."""
+    for klass in cls.__mro__:
+        if klass.__name__ == "TypeSpec" and klass.__module__.startswith("tensorflow."):
+            return True
+    # _DeferredTensorTransformedVariableSpecBase is a mixin: look at its subclasses.
+    return any(_is_tf_type_spec(sub) for sub in cls.__subclasses__())
+
+
+# module (relative to the substrate prefix), class name, attribute, replacement, and the
+# cause: the class is patched where the predicate holds (or where it is patched already).
+_TARGETS: Tuple[Tuple[str, str, str, Any, Callable[[type], bool]], ...] = (
+    ("bijectors.bijector", "Bijector", "__reduce_ex__", reduce_ex, _no_reduction_of_its_own),
+    ("distributions.distribution", "Distribution", "__reduce_ex__", reduce_ex,
+     _no_reduction_of_its_own),
     ("math.psd_kernels.positive_semidefinite_kernel", "PositiveSemidefiniteKernel",
-     "__reduce_ex__", reduce_ex),
+     "__reduce_ex__", reduce_ex, _no_reduction_of_its_own),
     ("internal.auto_composite_tensor", "_AutoCompositeTensorTypeSpec", "__reduce__",
-     type_spec_reduce),
+     type_spec_reduce, _is_tf_type_spec),
     ("util.deferred_tensor", "_DeferredTensorTransformedVariableSpecBase", "__reduce__",
-     type_spec_reduce),
-    ("internal.reparameterization", "ReparameterizationType", "__reduce__", singleton_reduce),
+     type_spec_reduce, _is_tf_type_spec),
+    ("internal.reparameterization", "ReparameterizationType", "__reduce__", singleton_reduce,
+     _always),
     ("internal.parameter_properties", "ParameterProperties", "__reduce_ex__",
-     properties_reduce_ex),
+     properties_reduce_ex, _no_reduction_of_its_own),
     ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__reduce_ex__",
-     network_reduce_ex),
-    ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__copy__", network_copy),
-    ("distributions.pixel_cnn", "_PixelCNNNetwork", "__reduce_ex__", network_reduce_ex),
-    ("distributions.pixel_cnn", "_PixelCNNNetwork", "__copy__", network_copy),
-    ("bijectors.glow", "GlowDefaultNetwork", "__reduce_ex__", sequential_reduce_ex),
-    ("bijectors.glow", "GlowDefaultNetwork", "__deepcopy__", sequential_deepcopy),
-    ("bijectors.glow", "GlowDefaultExitNetwork", "__reduce_ex__", sequential_reduce_ex),
-    ("bijectors.glow", "GlowDefaultExitNetwork", "__deepcopy__", sequential_deepcopy),
-    ("mcmc.kernel", "TransitionKernel", "__reduce_ex__", closure_reduce_ex),
-    ("glm.family", "ExponentialFamily", "__reduce_ex__", closure_reduce_ex),
-    ("sts.structural_time_series", "StructuralTimeSeries", "__reduce_ex__", closure_reduce_ex),
-    ("experimental.nn.layers", "Layer", "__reduce_ex__", closure_reduce_ex),
+     network_reduce_ex, _keras_layer_class),
+    ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__copy__", network_copy,
+     _keras_layer_class),
+    ("distributions.pixel_cnn", "_PixelCNNNetwork", "__reduce_ex__", network_reduce_ex,
+     _keras_layer_class),
+    ("distributions.pixel_cnn", "_PixelCNNNetwork", "__copy__", network_copy,
+     _keras_layer_class),
+    ("bijectors.glow", "GlowDefaultNetwork", "__reduce_ex__", sequential_reduce_ex,
+     _tf_keras_sequential),
+    ("bijectors.glow", "GlowDefaultNetwork", "__deepcopy__", sequential_deepcopy,
+     _tf_keras_sequential),
+    ("bijectors.glow", "GlowDefaultExitNetwork", "__reduce_ex__", sequential_reduce_ex,
+     _tf_keras_sequential),
+    ("bijectors.glow", "GlowDefaultExitNetwork", "__deepcopy__", sequential_deepcopy,
+     _tf_keras_sequential),
+    ("mcmc.kernel", "TransitionKernel", "__reduce_ex__", closure_reduce_ex,
+     _no_reduction_of_its_own),
+    ("glm.family", "ExponentialFamily", "__reduce_ex__", closure_reduce_ex,
+     _no_reduction_of_its_own),
+    ("sts.structural_time_series", "StructuralTimeSeries", "__reduce_ex__", closure_reduce_ex,
+     _no_reduction_of_its_own),
+    ("experimental.nn.layers", "Layer", "__reduce_ex__", closure_reduce_ex,
+     _no_reduction_of_its_own),
     ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel",
-     "__reduce_ex__", closure_reduce_ex),
-    ("math.ode.base", "Solver", "__reduce_ex__", closure_reduce_ex),
+     "__reduce_ex__", closure_reduce_ex, _no_reduction_of_its_own),
+    ("math.ode.base", "Solver", "__reduce_ex__", closure_reduce_ex, _no_reduction_of_its_own),
     ("experimental.util.jit_public_methods", "JitPublicMethods", "__reduce_ex__",
-     jit_methods_reduce_ex),
-    ("experimental.util.jit_public_methods", "JitPublicMethods", "__copy__", jit_methods_copy),
-    ("experimental.util.special_methods", "SpecialMethods", "__reduce_ex__", slots_reduce_ex),
-) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement)
+     jit_methods_reduce_ex, _always),
+    ("experimental.util.jit_public_methods", "JitPublicMethods", "__copy__", jit_methods_copy,
+     _always),
+    # Protocols 0 and 1 take it as it is where F14's cause is not there.
+    ("experimental.util.special_methods", "SpecialMethods", "__reduce_ex__", slots_reduce_ex,
+     _slots_without_state),
+) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement, _always)
           for backend in ("numpy", "jax")
           for attribute, replacement in (("__reduce_ex__", variable_reduce_ex),
                                          ("__copy__", variable_copy),
@@ -1055,51 +1101,44 @@ _SHARED = (singleton_reduce, variable_reduce_ex, variable_copy, variable_deepcop
 MODULES = tuple(dict.fromkeys(target[0] for target in _TARGETS))
 
 
-def plan(bijector_module: str) -> List[Tuple[Any, str, Any]]:
+def _step(cls: Any, attribute: Optional[str], replacement: Any,
+          cause: Callable[[type], bool]) -> Optional[Tuple[Any, Any, Any]]:
+    """The patch step for one target class, or None: where the class is patched
+    already (so that planning again keeps it), or where its cause is found. Attribute
+    None: the class's entry in ``copyreg.dispatch_table``."""
+    if not isinstance(cls, type):
+        return None
+    if attribute is None:
+        if (copyreg.dispatch_table.get(cls) is replacement
+                or (cls not in copyreg.dispatch_table and cause(cls))):
+            return copyreg.dispatch_table, cls, replacement
+        return None
+    if vars(cls).get(attribute) is replacement or cause(cls):
+        return cls, attribute, replacement
+    return None
+
+
+def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
     """The reducers to install for the substrate of ``bijector_module``, by feature.
 
     Only modules already imported are looked at (a hook re-plans when another one
-    is); a class is patched only if it exists there and has not defined the
-    attribute in a way this package does not expect (its own ``__reduce_ex__``).
+    is); a class is patched only if it exists there and shows the cause its fix is
+    for (for instance no reduction of its own: where TFP defines one, it is left alone).
     """
     prefix = _prefix(bijector_module)
-    steps = []
-    for relative, class_name, attribute, replacement in _TARGETS:
+    targets = []
+    for relative, class_name, attribute, replacement, cause in _TARGETS:
         module = sys.modules.get(f"{prefix}.{relative}")
         if module is None and replacement in _SHARED:
             # The generated substrates share some internals with the TF one.
             module = sys.modules.get(f"{_TF_PREFIX}.{relative}")
-        cls = getattr(module, class_name, None) if module is not None else None
-        if not isinstance(cls, type):
-            continue
-        if replacement is type_spec_reduce and not _is_tf_type_spec(cls):
-            continue  # JAX/NumPy substrates: no TypeSpec machinery
-        if replacement in (network_reduce_ex, network_copy) and not (
-                hasattr(cls, "get_weights") and hasattr(cls, "__getstate__")
-                and hasattr(cls, "__setstate__") and hasattr(cls, "build")):
-            continue  # not a Keras layer here (the JAX/NumPy substrates)
-        if replacement in (sequential_reduce_ex, sequential_deepcopy) and \
-                _keras_sequential_init(cls) is None:
-            continue  # not a tf-keras Sequential here
-        if replacement is slots_reduce_ex and not (vars(cls).get(attribute) is replacement
-                                                   or _slots_without_state(cls)):
-            continue  # protocols 0 and 1 take it as it is (F14's cause is not there)
-        own = vars(cls).get(attribute)
-        if (own is not None and own is not replacement and attribute == "__reduce_ex__"
-                and replacement in (reduce_ex, properties_reduce_ex, closure_reduce_ex)):
-            continue  # TFP defines its own reduction now: leave it alone
-        steps.append((cls, attribute, replacement))
+        if module is not None:
+            targets.append((getattr(module, class_name, None), attribute, replacement, cause))
     if prefix == _TF_PREFIX:
         for module_name, class_name, attribute, replacement, cause in _TF_TARGETS:
             cls = getattr(sys.modules.get(module_name), class_name, None)
-            if not isinstance(cls, type):
-                continue
-            if attribute is None:  # the class's entry in pickle's registry
-                if (copyreg.dispatch_table.get(cls) is replacement
-                        or (cls not in copyreg.dispatch_table and cause(cls))):
-                    steps.append((copyreg.dispatch_table, cls, replacement))
-            elif vars(cls).get(attribute) is replacement or cause(cls):
-                steps.append((cls, attribute, replacement))
+            targets.append((cls, attribute, replacement, cause))
+    steps = [step for step in (_step(*target) for target in targets) if step is not None]
     steps.extend(_detached_submodules(prefix))  # F5
     steps.extend(_misnamed_classes(prefix))  # F1b
     return steps
@@ -1152,11 +1191,3 @@ def _detached_submodules(prefix: str) -> List[Tuple[Any, str, Any]]:
         if parent is not None and child not in vars(parent) and not _initializing(module):
             steps.append((parent, child, module))
     return steps
-
-
-def _is_tf_type_spec(cls: type) -> bool:
-    for klass in cls.__mro__:
-        if klass.__name__ == "TypeSpec" and klass.__module__.startswith("tensorflow."):
-            return True
-    # _DeferredTensorTransformedVariableSpecBase is a mixin: look at its subclasses.
-    return any(_is_tf_type_spec(sub) for sub in cls.__subclasses__())
