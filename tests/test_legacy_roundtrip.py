@@ -2,7 +2,7 @@
 
 For each bijector class (found by introspection), after forward, inverse and both
 log-det-Jacobians ran in eager mode, inside ``tf.function``, or with ``tf.Variable``
-parameters: pickle (protocols 2-5), copy.copy, copy.deepcopy, cloudpickle and dill
+parameters: pickle (protocols 0-5), copy.copy, copy.deepcopy, cloudpickle and dill
 give an equal bijector whose cache works and is its own, and the original's cache
 is left exactly as it was.
 """
@@ -34,7 +34,7 @@ def _pickler(protocol):
     return roundtrip
 
 
-SERIALIZERS = [(f"pickle-p{p}", _pickler(p)) for p in (2, 3, 4, 5)] + [
+SERIALIZERS = [(f"pickle-p{p}", _pickler(p)) for p in (0, 1, 2, 3, 4, 5)] + [
     ("copy", copy.copy),
     ("deepcopy", copy.deepcopy),
     ("cloudpickle", lambda o: cloudpickle.loads(cloudpickle.dumps(o))),
