@@ -1,6 +1,13 @@
-"""tf-keras models with tfp.layers through pickle, copy and deepcopy (issue 4, point 9).
+"""tf-keras models with tfp.layers through pickle, copy, deepcopy and Keras's own saving
+(issue 4, point 9; F15).
 
     python tests/layers_probe.py        -> one JSON line {layer: {serializer: "ok" | error}}
+
+Serializers: pickle, copy, deepcopy (Keras writes the model in its ``.keras`` format
+and loads it with ``safe_mode=False``), ``model.save`` + ``load_model`` in the
+``.keras`` format (safe mode, the default) and in HDF5. A cell passes when the copy's
+last layer is of the same class and the copy gives the same distribution (mean and
+standard deviation, or the same weights for the layers whose outputs are random draws).
 """
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ import json
 import os
 import pickle
 import sys
+import tempfile
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -48,6 +56,18 @@ BUILD = {
                                   tfl.IndependentNormal(1)],
     "MultivariateNormalTriL": lambda: [keras.layers.Dense(tfl.MultivariateNormalTriL.params_size(2),
                                                           input_shape=(3,)), tfl.MultivariateNormalTriL(2)],
+    "MultivariateNormalTriL-mean": lambda: [
+        keras.layers.Dense(tfl.MultivariateNormalTriL.params_size(2), input_shape=(3,)),
+        tfl.MultivariateNormalTriL(2, convert_to_tensor_fn=tfd.Distribution.mean, validate_args=True)],
+    "OneHotCategorical": lambda: [keras.layers.Dense(tfl.OneHotCategorical.params_size(4), input_shape=(3,)),
+                                  tfl.OneHotCategorical(4)],
+    "CategoricalMixtureOfOneHotCategorical": lambda: [
+        keras.layers.Dense(tfl.CategoricalMixtureOfOneHotCategorical.params_size(4, 2), input_shape=(3,)),
+        tfl.CategoricalMixtureOfOneHotCategorical(4, 2)],
+    "MixtureSameFamily": lambda: [
+        keras.layers.Dense(tfl.MixtureSameFamily.params_size(2, tfl.IndependentNormal.params_size([3])),
+                           input_shape=(3,)),
+        tfl.MixtureSameFamily(2, tfl.IndependentNormal([3]))],
     "DenseFlipout": lambda: [tfl.DenseFlipout(2, input_shape=(3,))],
     "DenseVariational": lambda: [tfl.DenseVariational(2, posterior, prior, input_shape=(3,))],
 }
@@ -61,16 +81,45 @@ def summary(model):
     return [np.asarray(w) for w in model.get_weights()]
 
 
+def _config(layer):
+    """A layer's config without the pickled functions (written again on each call)."""
+    try:
+        config = layer.get_config()
+    except Exception as exc:  # the layer's own failure shows in the round trip
+        return type(exc).__name__
+    return {k: v for k, v in config.items() if k not in ("function", "make_distribution_fn")}
+
+
+def _saved(suffix):
+    def roundtrip(model):
+        path = os.path.join(tempfile.mkdtemp(), "model" + suffix)
+        model.save(path)
+        return keras.models.load_model(path)
+    return roundtrip
+
+
+SERIALIZERS = [("pickle", lambda o: pickle.loads(pickle.dumps(o))), ("copy", copy.copy),
+               ("deepcopy", copy.deepcopy), ("keras", _saved(".keras")), ("h5", _saved(".h5"))]
+
+
 def main():
+    only = set(sys.argv[1:])
     table = {}
     for name, layers in BUILD.items():
+        if only and name not in only:
+            continue
         row = {}
-        for ser, roundtrip in [("pickle", lambda o: pickle.loads(pickle.dumps(o))),
-                               ("copy", copy.copy), ("deepcopy", copy.deepcopy)]:
+        for ser, roundtrip in SERIALIZERS:
             try:
                 model = keras.Sequential(layers())
                 model(X)
                 clone = roundtrip(model)
+                if type(clone.layers[-1]) is not type(model.layers[-1]):
+                    row[ser] = f"another class: {type(clone.layers[-1]).__name__}"
+                    continue
+                if _config(clone.layers[-1]) != _config(model.layers[-1]):
+                    row[ser] = "another config"
+                    continue
                 a, b = summary(model), summary(clone)
                 if name in STOCHASTIC:
                     a, b = model.get_weights(), clone.get_weights()

@@ -59,11 +59,19 @@ def classes():  # every class of every TFP module loaded, and the modules themse
                 if isinstance(v, type) and str(vars(v).get("__module__", "")).startswith("tensorflow_probability"):
                     out[id(v)] = v
     return list(out.values())
+keras_registry = {{}}
+try:  # tfp.layers and Keras's registry of serializable classes (F15 adds to it)
+    import tensorflow_probability as tfp
+    tfp.layers.DistributionLambda
+    keras_registry = tfp.layers.distribution_layer.tf_keras.utils.get_custom_objects()
+except Exception:
+    pass
+keras_before = dict(keras_registry)
 before = {{id(c): dict(vars(c)) for c in classes()}}
 import copyreg
 registry = dict(copyreg.dispatch_table)  # pickle's registry: F8 adds TF's _TupleWrapper
 import tfp_picklefix
-patched = [[getattr(e.owner, "__name__", "copyreg.dispatch_table"), getattr(e.name, "__name__", e.name)]
+patched = [[getattr(e.owner, "__name__", "a registry"), getattr(e.name, "__name__", e.name)]
            for e in tfp_picklefix._record.RECORD.entries()]
 assert len({{(id(e.owner), e.name) for e in tfp_picklefix._record.RECORD.entries()}}) == len(patched)
 changed_while_patched = sum(
@@ -83,6 +91,8 @@ for c in classes():
 if copyreg.dispatch_table != registry:
     bad.append(["copyreg.dispatch_table", sorted(set(map(str, copyreg.dispatch_table.items()))
                                                  ^ set(map(str, registry.items())))])
+if keras_registry != keras_before:
+    bad.append(["Keras's registry", sorted(set(keras_registry) ^ set(keras_before))])
 print(json.dumps([patched, changed_while_patched + outside, bad]))
 """
     result = run_python(code)

@@ -133,8 +133,8 @@ def _labels(entries: Any) -> tuple:
     """Status labels: one per patched class attribute, one line for re-attached submodules."""
     labels = [f"{e.owner.__name__}.{e.name}" for e in entries
               if isinstance(e.owner, type) and e.name != "__module__"]
-    labels += [f"pickle's registry: {e.name.__name__}" for e in entries
-               if type(e.owner) is dict]
+    labels += [f"pickle's registry: {e.name.__name__}" if isinstance(e.name, type)
+               else f"Keras's registry: {e.name}" for e in entries if type(e.owner) is dict]
     renamed = sum(1 for e in entries if isinstance(e.owner, type) and e.name == "__module__")
     if renamed:
         labels.append(f"{renamed} factory-made classes' __module__")

@@ -101,6 +101,10 @@ F14 TF's ``TrackableReference`` (a named checkpoint dependency, which a ``tf.Mod
     TFP's ``SpecialMethods``, a base of ``DeferredModule`` (the surrogate posteriors of
     ``tfp.experimental.vi``). For protocols 0 and 1 they are written as protocol 2
     writes them; protocols 2 and up and ``copy`` are left as they are.
+F15 ``tfp.layers`` distribution layers with no Keras config of their own and no entry in
+    Keras's registry (``MultivariateNormalTriL``, ...): Keras writes a model through its
+    layers' configs, so no model holding one pickled, copied or loaded
+    (``_keras_layers``).
 """
 from __future__ import annotations
 
@@ -111,6 +115,7 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
+from . import _keras_layers
 from ._closures import _CALL, _Call, keras_layer, written_by_reference
 
 _TFP_PREFIX = "tensorflow_probability"
@@ -1139,6 +1144,8 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
             cls = getattr(sys.modules.get(module_name), class_name, None)
             targets.append((cls, attribute, replacement, cause))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
+    if prefix == _TF_PREFIX:
+        steps.extend(_keras_layers.plan(prefix))  # F15
     steps.extend(_detached_submodules(prefix))  # F5
     steps.extend(_misnamed_classes(prefix))  # F1b
     return steps

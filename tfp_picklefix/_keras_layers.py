@@ -1,0 +1,144 @@
+"""F15: ``tfp.layers`` distribution layers that Keras cannot make again from their config.
+
+Keras pickles, copies, deep-copies and saves a model through each layer's
+``get_config`` and its registry of serializable classes (``get_custom_objects()``).
+TFP registers some of its distribution layers and gives them a config of their own
+(``IndependentNormal``, ``MixtureNormal``, ...). Others got neither
+(``MultivariateNormalTriL``, ``OneHotCategorical``, ``CategoricalMixtureOfOneHotCategorical``,
+``MixtureSameFamily`` in TFP 0.25): their config is ``DistributionLambda``'s, which omits
+their constructor's arguments, and on load Keras cannot find the class by its name, so
+``pickle``, ``copy``, ``deepcopy`` and ``load_model`` of any model holding one fail
+(``The added layer must be an instance of class Layer. Received: layer=... of type
+<class 'str'>``).
+
+Which classes, by feature: a ``DistributionLambda`` subclass without a config of its
+own whose ``__init__`` hands ``DistributionLambda`` a lambda over every one of its
+named arguments (so that the arguments can be read back from the lambda's closure).
+Such a class gets the config its constructor takes (its arguments and Keras's base
+layer config: no pickled function, so ``load_model`` works in Keras's safe mode), a
+``from_config`` that calls the constructor with it, and its entry in Keras's registry,
+under its class name as TFP registers the others. Nothing else changes: no weights,
+no checkpoint keys, no ``forward`` path. A model written this way loads where this
+package is imported (or where TFP gives the class a config and a registration itself).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+_MODULE = "layers.distribution_layer"  # relative to the TF substrate's prefix
+_SKIP = frozenset(("self", "convert_to_tensor_fn"))
+
+
+def _lambda_code(cls: type) -> Any:
+    """The code of the lambda that ``cls.__init__`` makes, or None."""
+    init = vars(cls).get("__init__")
+    code = getattr(init, "__code__", None)
+    if code is None:
+        return None
+    lambdas = [c for c in code.co_consts if getattr(c, "co_name", None) == "<lambda>"]
+    return lambdas[0] if len(lambdas) == 1 else None
+
+
+def _parameters(cls: type) -> Optional[List[str]]:
+    """The named parameters of ``cls.__init__`` that its config must give back."""
+    import inspect  # not at import time: keeps `import tfp_picklefix` cheap
+
+    try:
+        parameters = list(inspect.signature(vars(cls)["__init__"]).parameters.values())
+    except (KeyError, TypeError, ValueError):
+        return None
+    return [p.name for p in parameters if p.name not in _SKIP
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _distribution_lambda(cls: type) -> Any:
+    for klass in cls.__mro__[1:]:
+        if klass.__name__ == "DistributionLambda" and klass.__module__.startswith(
+                "tensorflow_probability."):
+            return klass
+    return None
+
+
+def config_in_closure(cls: type) -> bool:
+    """F15's cause: ``cls`` has no config of its own, and its constructor's arguments
+    live only in the closure of the lambda it hands ``DistributionLambda``."""
+    if _distribution_lambda(cls) is None or "get_config" in vars(cls):
+        return False
+    code = _lambda_code(cls)
+    names = _parameters(cls)
+    return code is not None and names is not None and set(names) <= set(code.co_freevars)
+
+
+def _patched_class(cls: type) -> type:
+    """The class in ``cls``'s MRO that got this get_config (``cls`` or a base of it)."""
+    for klass in cls.__mro__:
+        if vars(klass).get("get_config") is layer_get_config:
+            return klass
+    return cls
+
+
+def _keras(cls: type) -> Any:
+    """The Keras that TFP's layers use (TFP's own shim module: tf-keras or tf.keras)."""
+    return sys.modules[_distribution_lambda(cls).__module__].tf_keras
+
+
+def layer_get_config(self: Any) -> Dict[str, Any]:
+    """``get_config`` for F15's classes: Keras's base layer config and the
+    constructor's arguments, read from the closure of the layer's distribution
+    function; a Keras layer among them (``MixtureSameFamily``'s component layer) is
+    written as Keras writes a wrapped layer."""
+    owner = _patched_class(type(self))
+    keras = _keras(owner)
+    fn = self._make_distribution_fn
+    values = dict(zip(fn.__code__.co_freevars, [c.cell_contents for c in fn.__closure__ or ()]))
+    config = keras.layers.Layer.get_config(self)
+    for name in _parameters(owner) or ():
+        value = values[name]
+        config[name] = (keras.layers.serialize(value) if isinstance(value, keras.layers.Layer)
+                        else value)
+    module = sys.modules[_distribution_lambda(owner).__module__]
+    config["convert_to_tensor_fn"] = module._serialize(self._convert_to_tensor_fn)
+    return config
+
+
+def _layer_from_config(cls: type, config: Dict[str, Any], custom_objects: Any = None) -> Any:
+    """``from_config`` for F15's classes: the constructor, given its arguments back."""
+    owner = _patched_class(cls)
+    keras = _keras(owner)
+    config = dict(config)
+    for name in _parameters(owner) or ():
+        value = config.get(name)
+        if isinstance(value, dict) and "class_name" in value and "config" in value:
+            config[name] = keras.layers.deserialize(value, custom_objects=custom_objects)
+    return cls(**config)
+
+
+# One object, so that planning again finds it installed (``vars(cls)[...] is ...``).
+LAYER_FROM_CONFIG = classmethod(_layer_from_config)
+
+
+def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
+    """The steps for F15 in the TF substrate whose modules start with ``prefix``:
+    ``get_config`` and ``from_config`` on each such class, and its entry in Keras's
+    registry (where the name is free, or already this class)."""
+    module = sys.modules.get(f"{prefix}.{_MODULE}")
+    if module is None or getattr(module, "tf_keras", None) is None:
+        return []
+    try:
+        registry = module.tf_keras.utils.get_custom_objects()
+    except Exception:
+        return []
+    steps: List[Tuple[Any, Any, Any]] = []
+    for name, cls in sorted(vars(module).items()):
+        if not isinstance(cls, type) or cls.__module__ != module.__name__ or cls.__name__ != name:
+            continue
+        patched = vars(cls).get("get_config") is layer_get_config
+        if not (patched or config_in_closure(cls)):
+            continue
+        if registry.get(name, cls) is not cls:
+            continue  # the name stands for something else: leave the class as it is
+        steps += [(cls, "get_config", layer_get_config),
+                  (cls, "from_config", LAYER_FROM_CONFIG),
+                  (registry, name, cls)]
+    return steps
