@@ -68,6 +68,7 @@ BUILD = {
         keras.layers.Dense(tfl.MixtureSameFamily.params_size(2, tfl.IndependentNormal.params_size([3])),
                            input_shape=(3,)),
         tfl.MixtureSameFamily(2, tfl.IndependentNormal([3]))],
+    "VariableLayer": lambda: [tfl.VariableLayer(4, input_shape=(3,)), tfl.IndependentNormal(2)],
     "DenseFlipout": lambda: [tfl.DenseFlipout(2, input_shape=(3,))],
     "DenseVariational": lambda: [tfl.DenseVariational(2, posterior, prior, input_shape=(3,))],
 }

@@ -17,7 +17,9 @@ named arguments (so that the arguments can be read back from the lambda's closur
 Such a class gets the config its constructor takes (its arguments and Keras's base
 layer config: no pickled function, so ``load_model`` works in Keras's safe mode), a
 ``from_config`` that calls the constructor with it, and its entry in Keras's registry,
-under its class name as TFP registers the others. Nothing else changes: no weights,
+under its class name as TFP registers the others. A layer whose config is Keras's own
+(its constructor's arguments, recorded by Keras: ``VariableLayer``) lacks only that
+entry, and gets it. Nothing else changes: no weights,
 no checkpoint keys, no ``forward`` path. A model written this way loads where this
 package is imported (or where TFP gives the class a config and a registration itself).
 """
@@ -118,27 +120,48 @@ def _layer_from_config(cls: type, config: Dict[str, Any], custom_objects: Any = 
 LAYER_FROM_CONFIG = classmethod(_layer_from_config)
 
 
+def keras_own_config(cls: type, keras: Any) -> bool:
+    """Whether ``cls`` (a Keras layer) takes its config from Keras itself (the
+    constructor's arguments, which Keras records when they can be written), so that
+    only its entry in the registry is missing (``VariableLayer``)."""
+    layer = keras.layers.Layer
+    if not (isinstance(cls, type) and issubclass(cls, layer)):
+        return False
+    for klass in cls.__mro__:
+        if klass is layer:
+            return True
+        if "get_config" in vars(klass) or "from_config" in vars(klass):
+            return False
+    return False
+
+
 def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
     """The steps for F15 in the TF substrate whose modules start with ``prefix``:
-    ``get_config`` and ``from_config`` on each such class, and its entry in Keras's
-    registry (where the name is free, or already this class)."""
+    ``get_config`` and ``from_config`` on each class whose arguments live in its
+    lambda's closure, and an entry in Keras's registry for those and for the layers
+    whose config is Keras's own (where the name is free, or already this class)."""
     module = sys.modules.get(f"{prefix}.{_MODULE}")
-    if module is None or getattr(module, "tf_keras", None) is None:
+    keras = getattr(module, "tf_keras", None)
+    if keras is None:
         return []
     try:
-        registry = module.tf_keras.utils.get_custom_objects()
+        registry = keras.utils.get_custom_objects()
     except Exception:
         return []
     steps: List[Tuple[Any, Any, Any]] = []
-    for name, cls in sorted(vars(module).items()):
-        if not isinstance(cls, type) or cls.__module__ != module.__name__ or cls.__name__ != name:
+    package = f"{prefix}.layers."
+    for module_name, layers_module in sorted(sys.modules.items()):
+        if layers_module is None or not module_name.startswith(package):
             continue
-        patched = vars(cls).get("get_config") is layer_get_config
-        if not (patched or config_in_closure(cls)):
-            continue
-        if registry.get(name, cls) is not cls:
-            continue  # the name stands for something else: leave the class as it is
-        steps += [(cls, "get_config", layer_get_config),
-                  (cls, "from_config", LAYER_FROM_CONFIG),
-                  (registry, name, cls)]
+        for name, cls in sorted(vars(layers_module).items()):
+            if not isinstance(cls, type) or cls.__module__ != module_name or cls.__name__ != name:
+                continue
+            if registry.get(name, cls) is not cls:
+                continue  # the name stands for something else: leave the class as it is
+            if vars(cls).get("get_config") is layer_get_config or config_in_closure(cls):
+                steps += [(cls, "get_config", layer_get_config),
+                          (cls, "from_config", LAYER_FROM_CONFIG),
+                          (registry, name, cls)]
+            elif keras_own_config(cls, keras):
+                steps.append((registry, name, cls))
     return steps
