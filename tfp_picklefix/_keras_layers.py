@@ -93,9 +93,15 @@ def layer_get_config(self: Any) -> Dict[str, Any]:
     owner = _patched_class(type(self))
     keras = _keras(owner)
     fn = self._make_distribution_fn
-    values = dict(zip(fn.__code__.co_freevars, [c.cell_contents for c in fn.__closure__ or ()]))
+    code = getattr(fn, "__code__", None)
+    values = dict(zip(code.co_freevars, [c.cell_contents for c in fn.__closure__ or ()])
+                  ) if code is not None else {}
+    names = _parameters(owner) or ()
+    if any(name not in values for name in names):
+        # Not the lambda its constructor makes (a subclass's own): as without the package.
+        return _distribution_lambda(owner).get_config(self)
     config = keras.layers.Layer.get_config(self)
-    for name in _parameters(owner) or ():
+    for name in names:
         value = values[name]
         config[name] = (keras.layers.serialize(value) if isinstance(value, keras.layers.Layer)
                         else value)
@@ -108,6 +114,8 @@ def _layer_from_config(cls: type, config: Dict[str, Any], custom_objects: Any = 
     """``from_config`` for F15's classes: the constructor, given its arguments back."""
     owner = _patched_class(cls)
     keras = _keras(owner)
+    if "make_distribution_fn" in config:  # written by DistributionLambda's get_config
+        return _distribution_lambda(owner).from_config.__func__(cls, config, custom_objects)
     config = dict(config)
     for name in _parameters(owner) or ():
         value = config.get(name)
