@@ -5,7 +5,8 @@
 
 Serializers: pickle, copy, deepcopy (Keras writes the model in its ``.keras`` format
 and loads it with ``safe_mode=False``), ``model.save`` + ``load_model`` in the
-``.keras`` format (safe mode, the default) and in HDF5. A cell passes when the copy's
+``.keras`` format (``keras``: safe mode, the default; ``keras-trusted``:
+``safe_mode=False``) and in HDF5. A cell passes when the copy's
 last layer is of the same class and the copy gives the same distribution (mean and
 standard deviation, or the same weights for the layers whose outputs are random draws).
 """
@@ -70,37 +71,53 @@ BUILD = {
         tfl.MixtureSameFamily(2, tfl.IndependentNormal([3]))],
     "VariableLayer": lambda: [tfl.VariableLayer(4, input_shape=(3,)), tfl.IndependentNormal(2)],
     "DenseFlipout": lambda: [tfl.DenseFlipout(2, input_shape=(3,))],
+    "DenseFlipout-relu": lambda: [tfl.DenseFlipout(2, activation="relu", input_shape=(3,), seed=7)],
+    "DenseReparameterization": lambda: [tfl.DenseReparameterization(2, input_shape=(3,))],
+    "DenseLocalReparameterization": lambda: [tfl.DenseLocalReparameterization(2, input_shape=(3,))],
+    "Convolution2DFlipout": lambda: [tfl.Convolution2DFlipout(2, 3, input_shape=(6, 6, 3))],
+    "Convolution1DReparameterization": lambda: [
+        tfl.Convolution1DReparameterization(2, 3, input_shape=(6, 3))],
     "DenseVariational": lambda: [tfl.DenseVariational(2, posterior, prior, input_shape=(3,))],
 }
-STOCHASTIC = {"DenseFlipout", "DenseVariational"}  # outputs are random draws: compare weights
+# Outputs are random draws: compare the weights and the KL terms they add as losses.
+STOCHASTIC = {"DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
+              "DenseLocalReparameterization", "Convolution2DFlipout",
+              "Convolution1DReparameterization", "DenseVariational"}
+INPUTS = {"Convolution2DFlipout": np.random.RandomState(1).randn(4, 6, 6, 3).astype(np.float32),
+          "Convolution1DReparameterization": np.random.RandomState(1).randn(4, 6, 3).astype(np.float32)}
 
 
-def summary(model):
-    out = model(X)
+def summary(model, x=X, stochastic=False):
+    out = model(x)
+    if stochastic:
+        return [np.asarray(w) for w in model.get_weights()] + [
+            np.asarray(loss) for loss in model.losses]
     if hasattr(out, "mean"):
         return [np.asarray(out.mean()), np.asarray(out.stddev())]
     return [np.asarray(w) for w in model.get_weights()]
 
 
 def _config(layer):
-    """A layer's config without the pickled functions (written again on each call)."""
+    """A layer's config without its pickled functions (written again on each call)."""
     try:
         config = layer.get_config()
     except Exception as exc:  # the layer's own failure shows in the round trip
         return type(exc).__name__
-    return {k: v for k, v in config.items() if k not in ("function", "make_distribution_fn")}
+    functions = {"function", "make_distribution_fn"} | {k for k in config if k + "_type" in config}
+    return {k: v for k, v in config.items() if k not in functions}
 
 
-def _saved(suffix):
+def _saved(suffix, **load_options):
     def roundtrip(model):
         path = os.path.join(tempfile.mkdtemp(), "model" + suffix)
         model.save(path)
-        return keras.models.load_model(path)
+        return keras.models.load_model(path, **load_options)
     return roundtrip
 
 
 SERIALIZERS = [("pickle", lambda o: pickle.loads(pickle.dumps(o))), ("copy", copy.copy),
-               ("deepcopy", copy.deepcopy), ("keras", _saved(".keras")), ("h5", _saved(".h5"))]
+               ("deepcopy", copy.deepcopy), ("keras", _saved(".keras")),
+               ("keras-trusted", _saved(".keras", safe_mode=False)), ("h5", _saved(".h5"))]
 
 
 def main():
@@ -113,7 +130,8 @@ def main():
         for ser, roundtrip in SERIALIZERS:
             try:
                 model = keras.Sequential(layers())
-                model(X)
+                x = INPUTS.get(name, X)
+                model(x)
                 clone = roundtrip(model)
                 if type(clone.layers[-1]) is not type(model.layers[-1]):
                     row[ser] = f"another class: {type(clone.layers[-1]).__name__}"
@@ -121,9 +139,8 @@ def main():
                 if _config(clone.layers[-1]) != _config(model.layers[-1]):
                     row[ser] = "another config"
                     continue
-                a, b = summary(model), summary(clone)
-                if name in STOCHASTIC:
-                    a, b = model.get_weights(), clone.get_weights()
+                stochastic = name in STOCHASTIC
+                a, b = summary(model, x, stochastic), summary(clone, x, stochastic)
                 ok = len(a) == len(b) and all(np.allclose(x, y) for x, y in zip(a, b))
                 row[ser] = "ok" if ok else "values differ"
             except Exception as exc:

@@ -1,4 +1,4 @@
-"""F15: ``tfp.layers`` distribution layers that Keras cannot make again from their config.
+"""F15, F16: ``tfp.layers`` layers that Keras cannot make again from their config.
 
 Keras pickles, copies, deep-copies and saves a model through each layer's
 ``get_config`` and its registry of serializable classes (``get_custom_objects()``).
@@ -22,6 +22,16 @@ under its class name as TFP registers the others. A layer whose config is Keras'
 entry, and gets it. Nothing else changes: no weights,
 no checkpoint keys, no ``forward`` path. A model written this way loads where this
 package is imported (or where TFP gives the class a config and a registration itself).
+
+F16: TFP's variational layers (``DenseFlipout``, ``Conv2DReparameterization``, ...) have
+a config and a ``from_config``, but no entry in the registry, and their config writes
+each function (posterior, prior, divergence) as Keras writes a Lambda's: bytecode and
+its closure's values, which Keras writes as dicts when they are functions themselves
+(TFP's default posterior is a closure over two), so the functions cannot be read back
+(``'dict' object is not callable``). They get the registry entry, and a config that
+writes the functions with TFP's own cloudpickle helper for layer functions (the one
+``DistributionLambda`` uses for ``make_distribution_fn``), read back by a ``from_config``
+that is otherwise TFP's. Keras's safe mode refuses them, as it refuses a Lambda.
 """
 from __future__ import annotations
 
@@ -127,6 +137,95 @@ def _layer_from_config(cls: type, config: Dict[str, Any], custom_objects: Any = 
 # One object, so that planning again finds it installed (``vars(cls)[...] is ...``).
 LAYER_FROM_CONFIG = classmethod(_layer_from_config)
 
+# F16: the variational layers' functions, written by TFP's own cloudpickle helper.
+_CLOUDPICKLE = "cloudpickle"  # the function type that says so in the config
+
+
+def functions_as_bytecode(cls: type) -> bool:
+    """F16's cause: ``cls`` writes its functions (posteriors, priors, divergences) as
+    Keras writes a Lambda's, as bytecode with its closure's values, which cannot carry
+    a closure over other functions (TFP's default posterior is one), and reads them
+    back so."""
+    get_config = vars(cls).get("get_config")
+    from_config = getattr(vars(cls).get("from_config"), "__func__", None)
+    return (getattr(get_config, "__code__", None) is not None and from_config is not None
+            and "serialize_function" in get_config.__code__.co_names
+            and "deserialize_function" in from_config.__code__.co_names)
+
+
+def _owner_of(cls: type, name: str, value: Any) -> type:
+    for klass in cls.__mro__:
+        if vars(klass).get(name) is value:
+            return klass
+    return cls
+
+
+def _function_keys(config: Dict[str, Any]) -> List[str]:
+    return [key[:-len("_type")] for key in config
+            if key.endswith("_type") and key[:-len("_type")] in config]
+
+
+def _helpers(cls: type) -> Any:
+    """TFP's ``distribution_layer`` (its cloudpickle helpers for layer functions)."""
+    prefix = cls.__module__.rsplit(".layers.", 1)[0]
+    return sys.modules[f"{prefix}.{_MODULE}"]
+
+
+def variational_get_config(self: Any) -> Dict[str, Any]:
+    """``get_config`` for F16's classes: TFP's own, with each function written by TFP's
+    cloudpickle helper for layer functions (as ``DistributionLambda`` writes its
+    ``make_distribution_fn``) under the function type ``"cloudpickle"``."""
+    from ._record import RECORD
+
+    owner = _owner_of(type(self), "get_config", variational_get_config)
+    config = RECORD.get_original(owner, "get_config")(self)
+    helpers = _helpers(owner)
+    for key in _function_keys(config):
+        function = getattr(self, key, None)
+        if config[key] is not None and callable(function):
+            config[key] = helpers._serialize_function(function)
+            config[key + "_type"] = _CLOUDPICKLE
+    return config
+
+
+def _in_safe_mode(cls: type) -> bool:
+    """Whether Keras loads in its safe mode now (``load_model``'s default), where it
+    refuses to run code from a file; False where this Keras has no such mode."""
+    for klass in cls.__mro__:
+        root = (klass.__module__ or "").split(".")[0]
+        if root in ("tf_keras", "keras"):
+            lib = sys.modules.get(f"{root}.src.saving.serialization_lib")
+            return bool(lib is not None and lib.in_safe_mode())
+    return False
+
+
+def _variational_from_config(cls: type, config: Dict[str, Any]) -> Any:
+    """``from_config`` for F16's classes: TFP's own, for functions written by TFP's
+    cloudpickle helper too; refused in Keras's safe mode, as Keras refuses a Lambda."""
+    config = dict(config)
+    ours = [key for key in _function_keys(config) if config[key + "_type"] == _CLOUDPICKLE]
+    if ours and _in_safe_mode(cls):
+        raise ValueError(
+            f"Requested the deserialization of a {cls.__name__} layer's functions written "
+            f"with cloudpickle ({', '.join(ours)}). This carries a potential risk "
+            "of arbitrary code execution and thus it is disallowed by default. If you "
+            "trust the source of the saved model, you can pass `safe_mode=False` to the "
+            "loading function in order to allow it.")
+    # As TFP's own from_config: each function from its serial form, then the constructor.
+    owner = _owner_of(cls, "from_config", VARIATIONAL_FROM_CONFIG)
+    helpers = _helpers(owner)
+    util = sys.modules[helpers.__name__.rsplit(".", 1)[0] + ".util"]
+    for key in _function_keys(config):
+        serial, kind = config[key], config.pop(key + "_type")
+        if serial is None:
+            continue
+        config[key] = (helpers._deserialize_function(serial) if kind == _CLOUDPICKLE
+                       else util.deserialize_function(serial, function_type=kind))
+    return cls(**config)
+
+
+VARIATIONAL_FROM_CONFIG = classmethod(_variational_from_config)
+
 
 def keras_own_config(cls: type, keras: Any) -> bool:
     """Whether ``cls`` (a Keras layer) takes its config from Keras itself (the
@@ -170,6 +269,14 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
                 steps += [(cls, "get_config", layer_get_config),
                           (cls, "from_config", LAYER_FROM_CONFIG),
                           (registry, name, cls)]
-            elif keras_own_config(cls, keras):
+                continue
+            if vars(cls).get("get_config") is variational_get_config or functions_as_bytecode(cls):
+                steps += [(cls, "get_config", variational_get_config),  # F16
+                          (cls, "from_config", VARIATIONAL_FROM_CONFIG)]
+            if name.startswith("_"):
+                continue  # a private base: Keras never meets it by name
+            if keras_own_config(cls, keras) or any(
+                    vars(k).get("get_config") is variational_get_config or functions_as_bytecode(k)
+                    for k in cls.__mro__):
                 steps.append((registry, name, cls))
     return steps

@@ -105,6 +105,11 @@ F15 ``tfp.layers`` distribution layers with no Keras config of their own and no 
     Keras's registry (``MultivariateNormalTriL``, ...): Keras writes a model through its
     layers' configs, so no model holding one pickled, copied or loaded
     (``_keras_layers``).
+F16 ``tfp.layers`` variational layers (``DenseFlipout``, ...): not registered with Keras,
+    and their configs write their functions as bytecode with their closures' values,
+    which cannot carry TFP's default posterior (a closure over functions): they are
+    registered and their functions written with TFP's cloudpickle helper
+    (``_keras_layers``).
 """
 from __future__ import annotations
 
@@ -1145,7 +1150,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
             targets.append((cls, attribute, replacement, cause))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
     if prefix == _TF_PREFIX:
-        steps.extend(_keras_layers.plan(prefix))  # F15
+        steps.extend(_keras_layers.plan(prefix))  # F15, F16
     steps.extend(_detached_submodules(prefix))  # F5
     steps.extend(_misnamed_classes(prefix))  # F1b
     return steps
