@@ -1034,61 +1034,50 @@ def _is_tf_type_spec(cls: type) -> bool:
     return any(_is_tf_type_spec(sub) for sub in cls.__subclasses__())
 
 
-# module (relative to the substrate prefix), class name, attribute, replacement, and the
-# cause: the class is patched where the predicate holds (or where it is patched already).
-_TARGETS: Tuple[Tuple[str, str, str, Any, Callable[[type], bool]], ...] = (
-    ("bijectors.bijector", "Bijector", "__reduce_ex__", reduce_ex, _no_reduction_of_its_own),
-    ("distributions.distribution", "Distribution", "__reduce_ex__", reduce_ex,
-     _no_reduction_of_its_own),
+_NETWORK = (("__reduce_ex__", network_reduce_ex), ("__copy__", network_copy))
+_SEQUENTIAL = (("__reduce_ex__", sequential_reduce_ex), ("__deepcopy__", sequential_deepcopy))
+_JIT_METHODS = (("__reduce_ex__", jit_methods_reduce_ex), ("__copy__", jit_methods_copy))
+_VARIABLE = (("__reduce_ex__", variable_reduce_ex), ("__copy__", variable_copy),
+             ("__deepcopy__", variable_deepcopy))
+
+# module (relative to the substrate prefix), class name, the cause (the class is patched
+# where the predicate holds, or where it is patched already), (attribute, replacement)s.
+_GROUPS: Tuple[Tuple[str, str, Callable[[type], bool], Tuple[Tuple[str, Any], ...]], ...] = (
+    ("bijectors.bijector", "Bijector", _no_reduction_of_its_own, (("__reduce_ex__", reduce_ex),)),
+    ("distributions.distribution", "Distribution", _no_reduction_of_its_own,
+     (("__reduce_ex__", reduce_ex),)),
     ("math.psd_kernels.positive_semidefinite_kernel", "PositiveSemidefiniteKernel",
-     "__reduce_ex__", reduce_ex, _no_reduction_of_its_own),
-    ("internal.auto_composite_tensor", "_AutoCompositeTensorTypeSpec", "__reduce__",
-     type_spec_reduce, _is_tf_type_spec),
-    ("util.deferred_tensor", "_DeferredTensorTransformedVariableSpecBase", "__reduce__",
-     type_spec_reduce, _is_tf_type_spec),
-    ("internal.reparameterization", "ReparameterizationType", "__reduce__", singleton_reduce,
-     _always),
-    ("internal.parameter_properties", "ParameterProperties", "__reduce_ex__",
-     properties_reduce_ex, _no_reduction_of_its_own),
-    ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__reduce_ex__",
-     network_reduce_ex, _keras_layer_class),
-    ("bijectors.masked_autoregressive", "AutoregressiveNetwork", "__copy__", network_copy,
-     _keras_layer_class),
-    ("distributions.pixel_cnn", "_PixelCNNNetwork", "__reduce_ex__", network_reduce_ex,
-     _keras_layer_class),
-    ("distributions.pixel_cnn", "_PixelCNNNetwork", "__copy__", network_copy,
-     _keras_layer_class),
-    ("bijectors.glow", "GlowDefaultNetwork", "__reduce_ex__", sequential_reduce_ex,
-     _tf_keras_sequential),
-    ("bijectors.glow", "GlowDefaultNetwork", "__deepcopy__", sequential_deepcopy,
-     _tf_keras_sequential),
-    ("bijectors.glow", "GlowDefaultExitNetwork", "__reduce_ex__", sequential_reduce_ex,
-     _tf_keras_sequential),
-    ("bijectors.glow", "GlowDefaultExitNetwork", "__deepcopy__", sequential_deepcopy,
-     _tf_keras_sequential),
-    ("mcmc.kernel", "TransitionKernel", "__reduce_ex__", closure_reduce_ex,
-     _no_reduction_of_its_own),
-    ("glm.family", "ExponentialFamily", "__reduce_ex__", closure_reduce_ex,
-     _no_reduction_of_its_own),
-    ("sts.structural_time_series", "StructuralTimeSeries", "__reduce_ex__", closure_reduce_ex,
-     _no_reduction_of_its_own),
-    ("experimental.nn.layers", "Layer", "__reduce_ex__", closure_reduce_ex,
-     _no_reduction_of_its_own),
-    ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel",
-     "__reduce_ex__", closure_reduce_ex, _no_reduction_of_its_own),
-    ("math.ode.base", "Solver", "__reduce_ex__", closure_reduce_ex, _no_reduction_of_its_own),
-    ("experimental.util.jit_public_methods", "JitPublicMethods", "__reduce_ex__",
-     jit_methods_reduce_ex, _always),
-    ("experimental.util.jit_public_methods", "JitPublicMethods", "__copy__", jit_methods_copy,
-     _always),
+     _no_reduction_of_its_own, (("__reduce_ex__", reduce_ex),)),
+    ("internal.auto_composite_tensor", "_AutoCompositeTensorTypeSpec", _is_tf_type_spec,
+     (("__reduce__", type_spec_reduce),)),
+    ("util.deferred_tensor", "_DeferredTensorTransformedVariableSpecBase", _is_tf_type_spec,
+     (("__reduce__", type_spec_reduce),)),
+    ("internal.reparameterization", "ReparameterizationType", _always,
+     (("__reduce__", singleton_reduce),)),
+    ("internal.parameter_properties", "ParameterProperties", _no_reduction_of_its_own,
+     (("__reduce_ex__", properties_reduce_ex),)),
+    ("bijectors.masked_autoregressive", "AutoregressiveNetwork", _keras_layer_class, _NETWORK),
+    ("distributions.pixel_cnn", "_PixelCNNNetwork", _keras_layer_class, _NETWORK),
+    ("bijectors.glow", "GlowDefaultNetwork", _tf_keras_sequential, _SEQUENTIAL),
+    ("bijectors.glow", "GlowDefaultExitNetwork", _tf_keras_sequential, _SEQUENTIAL),
+) + tuple((module, name, _no_reduction_of_its_own, (("__reduce_ex__", closure_reduce_ex),))
+          for module, name in (
+              ("mcmc.kernel", "TransitionKernel"), ("glm.family", "ExponentialFamily"),
+              ("sts.structural_time_series", "StructuralTimeSeries"),
+              ("experimental.nn.layers", "Layer"),
+              ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel"),
+              ("math.ode.base", "Solver"))) + (
+    ("experimental.util.jit_public_methods", "JitPublicMethods", _always, _JIT_METHODS),
     # Protocols 0 and 1 take it as it is where F14's cause is not there.
-    ("experimental.util.special_methods", "SpecialMethods", "__reduce_ex__", slots_reduce_ex,
-     _slots_without_state),
-) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", attribute, replacement, _always)
-          for backend in ("numpy", "jax")
-          for attribute, replacement in (("__reduce_ex__", variable_reduce_ex),
-                                         ("__copy__", variable_copy),
-                                         ("__deepcopy__", variable_deepcopy)))
+    ("experimental.util.special_methods", "SpecialMethods", _slots_without_state,
+     (("__reduce_ex__", slots_reduce_ex),)),
+) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", _always, _VARIABLE)
+          for backend in ("numpy", "jax"))
+
+# One row per attribute: module, class name, attribute, replacement, cause.
+_TARGETS: Tuple[Tuple[str, str, str, Any, Callable[[type], bool]], ...] = tuple(
+    (module, name, attribute, replacement, cause)
+    for module, name, cause, pairs in _GROUPS for attribute, replacement in pairs)
 
 # Absolute: TF classes that TFP objects carry (patched with the TF substrate), each
 # where the cause it fixes is found: ``_DictWrapper`` defines its own ``__reduce_ex__``
