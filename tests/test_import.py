@@ -104,3 +104,39 @@ def test_env_off_disables_everything():
     enabled, active, mode, count = json.loads(result.stdout.strip().splitlines()[-1])
     assert (enabled, active, count) == (False, False, 0)
     assert "off" in mode
+
+
+def _bound_names(target):
+    """The names an assignment target binds (not ``f.attr = ...`` nor ``d[k] = ...``)."""
+    import ast
+
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _bound_names(element)]
+    return []
+
+
+def test_no_module_level_name_is_bound_twice():
+    """A second top-level binding of a name silently replaces the first for every
+    function that reads it (a table's helper once took the name of a reducer's
+    attribute constant and broke F10): each module binds each top-level name once."""
+    import ast
+    import pathlib
+
+    import tfp_picklefix
+
+    twice = []
+    for path in sorted(pathlib.Path(tfp_picklefix.__file__).parent.glob("*.py")):
+        seen = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [name for t in targets for name in _bound_names(t)]
+            else:
+                continue
+            twice += [f"{path.name}: {name}" for name in names if name in seen]
+            seen.update(names)
+    assert twice == []

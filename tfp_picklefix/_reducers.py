@@ -1034,10 +1034,11 @@ def _is_tf_type_spec(cls: type) -> bool:
     return any(_is_tf_type_spec(sub) for sub in cls.__subclasses__())
 
 
-_NETWORK = (("__reduce_ex__", network_reduce_ex), ("__copy__", network_copy))
-_SEQUENTIAL = (("__reduce_ex__", sequential_reduce_ex), ("__deepcopy__", sequential_deepcopy))
-_JIT_METHODS = (("__reduce_ex__", jit_methods_reduce_ex), ("__copy__", jit_methods_copy))
-_VARIABLE = (("__reduce_ex__", variable_reduce_ex), ("__copy__", variable_copy),
+_NETWORK_PAIRS = (("__reduce_ex__", network_reduce_ex), ("__copy__", network_copy))
+_SEQUENTIAL_PAIRS = (("__reduce_ex__", sequential_reduce_ex),
+                     ("__deepcopy__", sequential_deepcopy))
+_JIT_METHODS_PAIRS = (("__reduce_ex__", jit_methods_reduce_ex), ("__copy__", jit_methods_copy))
+_VARIABLE_PAIRS = (("__reduce_ex__", variable_reduce_ex), ("__copy__", variable_copy),
              ("__deepcopy__", variable_deepcopy))
 
 # module (relative to the substrate prefix), class name, the cause (the class is patched
@@ -1056,10 +1057,11 @@ _GROUPS: Tuple[Tuple[str, str, Callable[[type], bool], Tuple[Tuple[str, Any], ..
      (("__reduce__", singleton_reduce),)),
     ("internal.parameter_properties", "ParameterProperties", _no_reduction_of_its_own,
      (("__reduce_ex__", properties_reduce_ex),)),
-    ("bijectors.masked_autoregressive", "AutoregressiveNetwork", _keras_layer_class, _NETWORK),
-    ("distributions.pixel_cnn", "_PixelCNNNetwork", _keras_layer_class, _NETWORK),
-    ("bijectors.glow", "GlowDefaultNetwork", _tf_keras_sequential, _SEQUENTIAL),
-    ("bijectors.glow", "GlowDefaultExitNetwork", _tf_keras_sequential, _SEQUENTIAL),
+    ("bijectors.masked_autoregressive", "AutoregressiveNetwork", _keras_layer_class,
+     _NETWORK_PAIRS),
+    ("distributions.pixel_cnn", "_PixelCNNNetwork", _keras_layer_class, _NETWORK_PAIRS),
+    ("bijectors.glow", "GlowDefaultNetwork", _tf_keras_sequential, _SEQUENTIAL_PAIRS),
+    ("bijectors.glow", "GlowDefaultExitNetwork", _tf_keras_sequential, _SEQUENTIAL_PAIRS),
 ) + tuple((module, name, _no_reduction_of_its_own, (("__reduce_ex__", closure_reduce_ex),))
           for module, name in (
               ("mcmc.kernel", "TransitionKernel"), ("glm.family", "ExponentialFamily"),
@@ -1067,11 +1069,11 @@ _GROUPS: Tuple[Tuple[str, str, Callable[[type], bool], Tuple[Tuple[str, Any], ..
               ("experimental.nn.layers", "Layer"),
               ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel"),
               ("math.ode.base", "Solver"))) + (
-    ("experimental.util.jit_public_methods", "JitPublicMethods", _always, _JIT_METHODS),
+    ("experimental.util.jit_public_methods", "JitPublicMethods", _always, _JIT_METHODS_PAIRS),
     # Protocols 0 and 1 take it as it is where F14's cause is not there.
     ("experimental.util.special_methods", "SpecialMethods", _slots_without_state,
      (("__reduce_ex__", slots_reduce_ex),)),
-) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", _always, _VARIABLE)
+) + tuple((f"internal.backend.{backend}.ops", "NumpyVariable", _always, _VARIABLE_PAIRS)
           for backend in ("numpy", "jax"))
 
 # One row per attribute: module, class name, attribute, replacement, cause.
