@@ -39,6 +39,11 @@ def normal_from(t):
     return tfd.Normal(t[..., :1], tf.nn.softplus(t[..., 1:]) + 0.1)
 
 
+def standard_normal_2(t):
+    return tfd.MultivariateNormalDiag(loc=tf.zeros(tf.concat([tf.shape(t)[:-1], [2]], axis=0)),
+                                      scale_diag=tf.ones(2))
+
+
 def posterior(kernel_size, bias_size=0, dtype=None):
     n = kernel_size + bias_size
     return keras.Sequential([tfl.VariableLayer(2 * n, dtype=dtype), tfl.DistributionLambda(
@@ -78,12 +83,17 @@ BUILD = {
     "Convolution1DReparameterization": lambda: [
         tfl.Convolution1DReparameterization(2, 3, input_shape=(6, 3))],
     "DenseVariational": lambda: [tfl.DenseVariational(2, posterior, prior, input_shape=(3,))],
+    "AutoregressiveTransform": lambda: [
+        keras.layers.InputLayer(input_shape=(0,)), tfl.DistributionLambda(standard_normal_2),
+        tfl.AutoregressiveTransform(tfp.bijectors.AutoregressiveNetwork(
+            params=2, hidden_units=[4], activation="relu"))],
 }
 # Outputs are random draws: compare the weights and the KL terms they add as losses.
 STOCHASTIC = {"DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
               "DenseLocalReparameterization", "Convolution2DFlipout",
               "Convolution1DReparameterization", "DenseVariational"}
-INPUTS = {"Convolution2DFlipout": np.random.RandomState(1).randn(4, 6, 6, 3).astype(np.float32),
+INPUTS = {"AutoregressiveTransform": np.zeros((4, 0), np.float32),
+          "Convolution2DFlipout": np.random.RandomState(1).randn(4, 6, 6, 3).astype(np.float32),
           "Convolution1DReparameterization": np.random.RandomState(1).randn(4, 6, 3).astype(np.float32)}
 
 
