@@ -243,10 +243,11 @@ def keras_own_config(cls: type, keras: Any) -> bool:
 
 
 def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
-    """The steps for F15 in the TF substrate whose modules start with ``prefix``:
-    ``get_config`` and ``from_config`` on each class whose arguments live in its
-    lambda's closure, and an entry in Keras's registry for those and for the layers
-    whose config is Keras's own (where the name is free, or already this class)."""
+    """The steps for F15 and F16 in the TF substrate whose modules start with
+    ``prefix``: ``get_config`` and ``from_config`` on each class whose arguments live in
+    its lambda's closure (F15) or that writes its functions as bytecode (F16), and an
+    entry in Keras's registry for the public ones and for the layers whose config is
+    Keras's own (where the name is free, or already this class)."""
     module = sys.modules.get(f"{prefix}.{_MODULE}")
     keras = getattr(module, "tf_keras", None)
     if keras is None:
