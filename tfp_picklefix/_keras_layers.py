@@ -266,18 +266,26 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
                 continue
             if registry.get(name, cls) is not cls:
                 continue  # the name stands for something else: leave the class as it is
-            if vars(cls).get("get_config") is layer_get_config or config_in_closure(cls):
+            if _f15(cls):
                 steps += [(cls, "get_config", layer_get_config),
                           (cls, "from_config", LAYER_FROM_CONFIG),
                           (registry, name, cls)]
                 continue
-            if vars(cls).get("get_config") is variational_get_config or functions_as_bytecode(cls):
-                steps += [(cls, "get_config", variational_get_config),  # F16
+            if _f16(cls):
+                steps += [(cls, "get_config", variational_get_config),
                           (cls, "from_config", VARIATIONAL_FROM_CONFIG)]
             if name.startswith("_"):
                 continue  # a private base: Keras never meets it by name
-            if keras_own_config(cls, keras) or any(
-                    vars(k).get("get_config") is variational_get_config or functions_as_bytecode(k)
-                    for k in cls.__mro__):
+            if keras_own_config(cls, keras) or any(_f16(klass) for klass in cls.__mro__):
                 steps.append((registry, name, cls))
     return steps
+
+
+def _f15(cls: type) -> bool:
+    """Patched for F15 already (planning again keeps it), or showing F15's cause."""
+    return vars(cls).get("get_config") is layer_get_config or config_in_closure(cls)
+
+
+def _f16(cls: type) -> bool:
+    """Patched for F16 already, or showing F16's cause."""
+    return vars(cls).get("get_config") is variational_get_config or functions_as_bytecode(cls)
