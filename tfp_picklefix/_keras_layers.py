@@ -82,17 +82,9 @@ def config_in_closure(cls: type) -> bool:
     return code is not None and names is not None and set(names) <= set(code.co_freevars)
 
 
-def _patched_class(cls: type) -> type:
-    """The class in ``cls``'s MRO that got this get_config (``cls`` or a base of it)."""
-    for klass in cls.__mro__:
-        if vars(klass).get("get_config") is layer_get_config:
-            return klass
-    return cls
-
-
 def _keras(cls: type) -> Any:
     """The Keras that TFP's layers use (TFP's own shim module: tf-keras or tf.keras)."""
-    return sys.modules[_distribution_lambda(cls).__module__].tf_keras
+    return _helpers(cls).tf_keras
 
 
 def layer_get_config(self: Any) -> Dict[str, Any]:
@@ -100,7 +92,7 @@ def layer_get_config(self: Any) -> Dict[str, Any]:
     constructor's arguments, read from the closure of the layer's distribution
     function; a Keras layer among them (``MixtureSameFamily``'s component layer) is
     written as Keras writes a wrapped layer."""
-    owner = _patched_class(type(self))
+    owner = _owner_of(type(self), "get_config", layer_get_config)
     keras = _keras(owner)
     fn = self._make_distribution_fn
     code = getattr(fn, "__code__", None)
@@ -115,14 +107,13 @@ def layer_get_config(self: Any) -> Dict[str, Any]:
         value = values[name]
         config[name] = (keras.layers.serialize(value) if isinstance(value, keras.layers.Layer)
                         else value)
-    module = sys.modules[_distribution_lambda(owner).__module__]
-    config["convert_to_tensor_fn"] = module._serialize(self._convert_to_tensor_fn)
+    config["convert_to_tensor_fn"] = _helpers(owner)._serialize(self._convert_to_tensor_fn)
     return config
 
 
 def _layer_from_config(cls: type, config: Dict[str, Any], custom_objects: Any = None) -> Any:
     """``from_config`` for F15's classes: the constructor, given its arguments back."""
-    owner = _patched_class(cls)
+    owner = _owner_of(cls, "get_config", layer_get_config)
     keras = _keras(owner)
     if "make_distribution_fn" in config:  # written by DistributionLambda's get_config
         return _distribution_lambda(owner).from_config.__func__(cls, config, custom_objects)
@@ -154,6 +145,7 @@ def functions_as_bytecode(cls: type) -> bool:
 
 
 def _owner_of(cls: type, name: str, value: Any) -> type:
+    """The class in ``cls``'s MRO that got ``value`` as ``name`` (``cls`` or a base)."""
     for klass in cls.__mro__:
         if vars(klass).get(name) is value:
             return klass
@@ -166,7 +158,8 @@ def _function_keys(config: Dict[str, Any]) -> List[str]:
 
 
 def _helpers(cls: type) -> Any:
-    """TFP's ``distribution_layer`` (its cloudpickle helpers for layer functions)."""
+    """TFP's ``distribution_layer``, for a class of ``tfp.layers`` (its Keras shim, and
+    its helpers that write layer functions and ``convert_to_tensor_fn``)."""
     prefix = cls.__module__.rsplit(".layers.", 1)[0]
     return sys.modules[f"{prefix}.{_MODULE}"]
 
