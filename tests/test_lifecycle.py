@@ -299,3 +299,44 @@ def detached(prefixes):
             out.append(name)
     return sorted(out)
 """
+
+
+def test_a_value_the_owner_refuses_is_not_recorded():
+    """An owner that refuses a replacement (an immutable C type) leaves no record, so the
+    rollback that follows cannot fail on it (it did, and the failure escaped from the
+    import hook: TFP's import then raised)."""
+    from tfp_picklefix._record import Record
+
+    record = Record()
+    record.replace(copy, "_picklefix_probe", 1, "probe")
+    with pytest.raises(TypeError):
+        record.replace(type(iter([])), "__module__", "elsewhere", "probe")
+    assert [(e.owner, e.name) for e in record.entries()] == [(copy, "_picklefix_probe")]
+    record.restore("probe")
+    assert not hasattr(copy, "_picklefix_probe")
+    assert type(iter([])).__module__ == "builtins"
+
+
+def test_c_types_in_tfp_modules_are_left_alone(restore_patch_state):
+    """TFP's NumPy backend binds ``ObjectProxy = wrapt.ObjectProxy``; with wrapt 1.x that
+    is a C type whose ``__module__`` ('builtins') does not hold it, as a factory-made
+    TFP class's does not. Renaming it failed (immutable type) and, with the rollback
+    failing too, importing TFP raised. Here a C type of the standard library stands in
+    for it, in a real TFP module, whatever wrapt this stack has."""
+    subs = global_substrates()
+    if not subs:
+        pytest.skip("no global-era substrate on this stack (F1b is a global-era fix)")
+    c_type = type(iter([]))  # list_iterator: __module__ 'builtins', not found there
+    module = bijector_module(subs[0])
+    tfp_picklefix.unpatch()
+    module.list_iterator = c_type
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            tfp_picklefix.patch()
+        report = {s.module: s for s in tfp_picklefix.status().substrates}
+        assert report[module.__name__].action == "patched", report[module.__name__]
+        assert c_type.__module__ == "builtins"
+        assert not tfp_picklefix.is_patched(c_type, "__module__")
+    finally:
+        del module.list_iterator

@@ -53,17 +53,21 @@ class Record:
         self.lock = threading.RLock()
 
     def replace(self, owner: Any, name: str, value: Any, group: str) -> None:
-        """Set ``owner.name = value``, remembering the original once."""
+        """Set ``owner.name = value``, remembering the original once.
+
+        Nothing is recorded when the owner refuses the value (an immutable type): a
+        record of it would make the rollback that follows fail the same way.
+        """
         with self.lock:
             key = (id(owner), name)
+            original = _own(owner, name)
+            _set(owner, name, value)  # first: what could not be set is not recorded
             if key not in self._saved:
-                original = _own(owner, name)
                 self._saved[key] = Saved(owner, name, original, value, group)
                 self._order.append(key)
             else:
                 old = self._saved[key]
                 self._saved[key] = old._replace(replacement=value)
-            _set(owner, name, value)
 
     def restore(self, group: Optional[str] = None) -> List[Saved]:
         """Undo every replacement (of ``group`` only, if given), newest first."""

@@ -126,6 +126,7 @@ from ._closures import _CALL, _Call, keras_layer, written_by_reference
 _TFP_PREFIX = "tensorflow_probability"
 _TF_PREFIX = "tensorflow_probability.python"
 _JD_CACHE = "_single_sample_distributions"
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by Python code, not a C type
 
 
 def _defined_in(fn: Any) -> str:
@@ -1162,6 +1163,8 @@ def _misnamed_classes(prefix: str) -> List[Tuple[Any, str, Any]]:
         for attr, value in list(vars(module).items()):
             if not isinstance(value, type) or getattr(value, "__qualname__", None) != attr:
                 continue
+            if not _tfp_made(value, prefix):
+                continue
             home = sys.modules.get(getattr(value, "__module__", "") or "")
             if home is not None and getattr(home, attr, None) is value:
                 continue
@@ -1169,6 +1172,16 @@ def _misnamed_classes(prefix: str) -> List[Tuple[Any, str, Any]]:
             if previous is None or name.count(".") > previous[1].count("."):
                 found[id(value)] = (value, name)
     return [(cls, "__module__", name) for cls, name in found.values()]
+
+
+def _tfp_made(cls: type, prefix: str) -> bool:
+    """Whether ``cls`` is a Python class (not a C type, which cannot be renamed) derived
+    from a TFP class: what TFP's factories make. Other classes TFP's modules import
+    (TFP 0.23's NumPy backend holds wrapt's C ``ObjectProxy``) are never renamed."""
+    if not cls.__flags__ & _HEAPTYPE:
+        return False
+    return any((getattr(base, "__module__", "") or "").startswith(prefix + ".")
+               for base in cls.__mro__[1:])
 
 
 def _initializing(module: Any) -> bool:
