@@ -340,3 +340,21 @@ def test_c_types_in_tfp_modules_are_left_alone(restore_patch_state):
         assert not tfp_picklefix.is_patched(c_type, "__module__")
     finally:
         del module.list_iterator
+
+
+def test_a_failure_inside_the_import_hook_never_reaches_the_import(restore_patch_state, monkeypatch):
+    """Whatever goes wrong while patching a substrate that is being imported (here: the
+    rollback itself failing) is a warning; the user's ``import`` goes on."""
+    subs = list(substrates())
+    if not subs:
+        pytest.skip("no TFP substrate on this stack")
+    substrate = next(s for s in _detect.SUBSTRATES if s.module == bijector_module(subs[0]).__name__)
+
+    def broken(*args, **kwargs):
+        raise TypeError("simulated failure of the rollback")
+
+    monkeypatch.setattr(_manager, "patch_module", broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _manager._on_import(substrate, bijector_module(subs[0]))
+    assert any("simulated failure of the rollback" in str(w.message) for w in caught)

@@ -145,9 +145,16 @@ def _labels(entries: Any) -> tuple:
 
 
 def _on_import(substrate: _detect.Substrate, module: Any) -> None:
+    """The import hook's callback. It runs inside the user's ``import``: nothing it
+    raises may reach that import, which would then fail although TFP is fine."""
     with _lock:
         if _active and module is not None:
-            patch_module(substrate, module)
+            try:
+                patch_module(substrate, module)
+            except Exception as exc:
+                warnings.warn(
+                    f"tfp_picklefix: patching {getattr(module, '__name__', module)} failed: "
+                    f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
 
 
 def patch() -> Status:
