@@ -131,17 +131,31 @@ def _code_path(fn: Any) -> Optional[Tuple[str, str, List[int]]]:
     return None
 
 
+# Where Keras 2 lives: tf-keras (TF >= 2.16), the keras package (TF 2.6-2.15), TF itself
+# (TF <= 2.5).
+_KERAS_2 = ("tf_keras.", "keras.", "tensorflow.python.keras.")
+
+
+def module_name(kind: Any) -> str:
+    """``kind.__module__`` where it is a string; "" otherwise (wrapt's pure-Python proxy
+    classes, TFP's NumPy ``Variable`` among them, make it a property)."""
+    module = getattr(kind, "__module__", None)
+    return module if isinstance(module, str) else ""
+
+
 def keras_layer(kind: type) -> bool:
-    """A tf-keras class that pickles by Python's default reduction (a layer, not a
-    model: Keras writes models in its own format)."""
-    return ((kind.__module__ or "").startswith("tf_keras.")
+    """A Keras 2 class (tf-keras; before TF 2.16, the ``keras`` package or TF's own) that pickles by
+    Python's default reduction (a layer, not a model: Keras writes models in its own
+    format)."""
+    return (module_name(kind).startswith(_KERAS_2)
             and kind.__reduce_ex__ is object.__reduce_ex__ and kind.__reduce__ is object.__reduce__)
 
 
 def _written_as_itself(kind: type) -> bool:
     """The objects whose reduction the writer rewrites around closures' stand-ins."""
-    module = kind.__module__ or ""
-    if module.startswith(("tensorflow.python.trackable.", "tensorflow.python.util.object_identity")):
+    module = module_name(kind)
+    if module.startswith(("tensorflow.python.trackable.", "tensorflow.python.training.tracking.",
+                          "tensorflow.python.util.object_identity")):
         return True  # a tf.Module's tracked structures; Keras's reference counts
     if module.startswith("tensorflow.python.ops.") and hasattr(kind, "constraint"):
         return True  # a variable: its reduction names its constraint

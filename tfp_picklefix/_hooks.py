@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, List, Tuple
 
 from . import _detect
 
@@ -18,6 +18,23 @@ _ROOT = "tensorflow_probability"
 _lock = threading.RLock()
 _installed = False
 _callback: Any = None
+# Names of the modules whose post-import hook is running (innermost last). With wrapt
+# < 1.14 (its loaders have no ``exec_module``) such a module is not marked as still
+# initializing, yet its package does not hold its name until the hook returns.
+_importing: List[str] = []
+
+
+def importing() -> Tuple[str, ...]:
+    """The modules whose import this package's hooks are inside of now."""
+    return tuple(_importing)
+
+
+def _inside(module: Any, call: Callable[[], None]) -> None:
+    _importing.append(getattr(module, "__name__", ""))
+    try:
+        call()
+    finally:
+        _importing.pop()
 
 
 def _is_tfp(name: str) -> bool:
@@ -52,11 +69,12 @@ def _register_wrapt_hooks() -> None:
 
         for substrate in _detect.SUBSTRATES:
             wrapt.register_post_import_hook(
-                (lambda module, s=substrate: _callback(s, module)), substrate.module)
+                (lambda module, s=substrate: _inside(module, lambda: _callback(s, module))),
+                substrate.module)
             for extra in _detect.EXTRA_MODULES.get(substrate.module, ()):
                 # A later module defining its own class-level cache: patch the substrate again.
                 wrapt.register_post_import_hook(
-                    (lambda _m, s=substrate: _extra_imported(s)), extra)
+                    (lambda m, s=substrate: _inside(m, lambda: _extra_imported(s))), extra)
 
 
 def _extra_imported(substrate: _detect.Substrate) -> None:

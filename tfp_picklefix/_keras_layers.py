@@ -38,6 +38,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._closures import module_name as _module_name
+
 _MODULE = "layers.distribution_layer"  # relative to the TF substrate's prefix
 _SKIP = frozenset(("self", "convert_to_tensor_fn"))
 
@@ -66,7 +68,7 @@ def _parameters(cls: type) -> Optional[List[str]]:
 
 def _distribution_lambda(cls: type) -> Any:
     for klass in cls.__mro__[1:]:
-        if klass.__name__ == "DistributionLambda" and klass.__module__.startswith(
+        if klass.__name__ == "DistributionLambda" and _module_name(klass).startswith(
                 "tensorflow_probability."):
             return klass
     return None
@@ -160,7 +162,7 @@ def _function_keys(config: Dict[str, Any]) -> List[str]:
 def _helpers(cls: type) -> Any:
     """TFP's ``distribution_layer``, for a class of ``tfp.layers`` (its Keras shim, and
     its helpers that write layer functions and ``convert_to_tensor_fn``)."""
-    prefix = cls.__module__.rsplit(".layers.", 1)[0]
+    prefix = _module_name(cls).rsplit(".layers.", 1)[0]
     return sys.modules[f"{prefix}.{_MODULE}"]
 
 
@@ -185,7 +187,7 @@ def _in_safe_mode(cls: type) -> bool:
     """Whether Keras loads in its safe mode now (``load_model``'s default), where it
     refuses to run code from a file; False where this Keras has no such mode."""
     for klass in cls.__mro__:
-        root = (klass.__module__ or "").split(".")[0]
+        root = _module_name(klass).split(".")[0]
         if root in ("tf_keras", "keras"):
             lib = sys.modules.get(f"{root}.src.saving.serialization_lib")
             return bool(lib is not None and lib.in_safe_mode())

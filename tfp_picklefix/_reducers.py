@@ -115,13 +115,15 @@ from __future__ import annotations
 
 import copyreg
 import functools
+import importlib
+import pickle
 import sys
 import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import _keras_layers
-from ._closures import _CALL, _Call, keras_layer, written_by_reference
+from . import _hooks, _keras_layers
+from ._closures import _CALL, _Call, keras_layer, module_name, written_by_reference
 
 _TFP_PREFIX = "tensorflow_probability"
 _TF_PREFIX = "tensorflow_probability.python"
@@ -206,12 +208,12 @@ class _Scan:
             if type(obj).__name__ == "TrackableReference":  # tf.Module's bookkeeping
                 stack.append(getattr(obj, "ref", None))
                 continue
-            module = getattr(type(obj), "__module__", "") or ""
+            module = module_name(type(obj))
             if module.startswith(_TFP_PREFIX) or keras_layer(type(obj)):  # BatchNormalization
                 attrs = getattr(obj, "__dict__", None)
                 if attrs is not None:
                     stack.extend(attrs.values())
-            elif hasattr(type(obj), "_trackable_children"):
+            elif _trackable(type(obj)):
                 # A Keras model or a tf.Module of other code (PixelCNN's network): not
                 # walked, but its variables count (a rebuild must not lose them).
                 try:
@@ -464,6 +466,13 @@ def _standard_pickle_running() -> bool:
     return _serializer() == "pickle"
 
 
+def _trackable(kind: type) -> bool:
+    """A class of TF's object graph (``Trackable``: ``tf.Module``, Keras layers and
+    models, variables); ``_trackable_children`` is TF >= 2.9's name for what TF 2.5's
+    ``_checkpoint_dependencies`` lists (later TF has both)."""
+    return hasattr(kind, "_trackable_children") or hasattr(kind, "_checkpoint_dependencies")
+
+
 def holds_state(fn: Any) -> bool:
     """Whether the cells of closure ``fn`` lead to state that a deep copy copies: a
     variable, or a trackable object (``tf.Module``, a Keras layer, TFP's objects in the
@@ -475,7 +484,7 @@ def holds_state(fn: Any) -> bool:
         if isinstance(obj, _LEAVES) or id(obj) in seen:
             continue
         seen.add(id(obj))
-        if _is_variable(obj) or hasattr(type(obj), "_trackable_children"):
+        if _is_variable(obj) or _trackable(type(obj)):
             return True
         if isinstance(obj, types.FunctionType):
             for cell in obj.__closure__ or ():
@@ -494,7 +503,7 @@ def holds_state(fn: Any) -> bool:
             stack.extend(obj.values())
         elif isinstance(obj, (list, tuple, set, frozenset)):
             stack.extend(obj)
-        elif (getattr(type(obj), "__module__", "") or "").startswith(_TFP_PREFIX):
+        elif module_name(type(obj)).startswith(_TFP_PREFIX):
             stack.extend(getattr(obj, "__dict__", {}).values())
     return False
 
@@ -532,7 +541,7 @@ def _user_function_path(attrs: Dict[str, Any], root: str) -> Any:
             stack.extend((f"{path}[{k!r}]", v) for k, v in reversed(list(obj.items())))
         elif isinstance(obj, (list, tuple)):
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(obj))))
-        elif (getattr(type(obj), "__module__", "") or "").startswith(_TFP_PREFIX):
+        elif module_name(type(obj)).startswith(_TFP_PREFIX):
             inner = getattr(obj, "__dict__", None)
             if inner is not None:
                 stack.extend((f"{path}.{k}", v) for k, v in reversed(list(inner.items()))
@@ -609,7 +618,7 @@ def singleton_reduce(self: Any) -> Any:
     made by pickle or deepcopy would be equal to nothing, so that an unpickled
     distribution's ``reparameterization_type == tfd.FULLY_REPARAMETERIZED`` was False.
     """
-    module = sys.modules.get(type(self).__module__)
+    module = sys.modules.get(module_name(type(self)))
     for name, value in vars(module).items() if module is not None else ():
         if value is self:
             return name
@@ -617,7 +626,9 @@ def singleton_reduce(self: Any) -> Any:
 
 
 def _variable_kwargs(self: Any, value: Any) -> Dict[str, Any]:
-    return dict(initial_value=value, trainable=self._self_trainable, name=self._self_name,
+    # TFP 0.12's NumPy variable keeps no trainability (its constructor drops it).
+    return dict(initial_value=value, trainable=getattr(self, "_self_trainable", True),
+                name=self._self_name,
                 dtype=getattr(self.__wrapped__, "dtype", None))
 
 
@@ -651,7 +662,46 @@ def wrapper_reduce_ex(self: Any, protocol: int = 2) -> Any:
     (as its entry in ``copyreg.dispatch_table``, called without the protocol): its
     ``__getattribute__`` hands out the tuple's own ``__reduce_ex__``.
     """
-    return type(self), (self.__wrapped__,)
+    cls = type(self)
+    if not module_name(cls):
+        # wrapt's pure-Python proxies (wrapt < 1.14 built without its C extension, as
+        # with TF 2.5) make ``__module__`` a property, so pickle cannot name the class.
+        return _ByPath(cls, _tracking_path(cls)), (self.__wrapped__,)
+    return cls, (self.__wrapped__,)
+
+
+class _ByPath(object):
+    """Calls ``cls``; pickles as ``getattr(importlib.import_module(module), name)``,
+    which gives ``cls`` back and needs nothing of this package to load (TF deletes
+    ``tensorflow.python`` from its package, so a dotted path cannot be walked)."""
+
+    def __init__(self, cls: type, module: str) -> None:
+        self.cls, self.module = cls, module
+
+    def __call__(self, *args: Any) -> Any:
+        return self.cls(*args)
+
+    def __reduce__(self) -> Any:
+        return getattr, (_Module(self.module), self.cls.__name__)
+
+
+class _Module(object):
+    """Pickles as ``importlib.import_module(name)``: the module, once loaded."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __reduce__(self) -> Any:
+        return importlib.import_module, (self.name,)
+
+
+def _tracking_path(cls: type) -> str:
+    """The module that defines one of TF's tracking classes (F8)."""
+    for package in _TF_TRACKING:
+        module = f"{package}.data_structures"
+        if getattr(sys.modules.get(module), cls.__name__, None) is cls:
+            return module
+    raise pickle.PicklingError(f"Can't pickle {cls.__name__}: not found in TF's tracking modules")
 
 
 def slots_reduce_ex(self: Any, protocol: int) -> Any:
@@ -875,7 +925,7 @@ def _keras_sequential_init(cls: type) -> Any:
     """Keras's ``Sequential.__init__`` above ``cls``, if the standard pickle finds it by
     name (the pickle then names only Keras)."""
     for klass in cls.__mro__:
-        if (klass.__module__, klass.__qualname__) == _SEQUENTIAL:
+        if (module_name(klass), klass.__qualname__) == _SEQUENTIAL:
             init = vars(klass).get("__init__")
             return init if isinstance(init, types.FunctionType) and _findable(init) else None
     return None
@@ -1029,7 +1079,7 @@ def _tf_keras_sequential(cls: type) -> bool:
 def _is_tf_type_spec(cls: type) -> bool:
     """A TF ``TypeSpec`` here (the JAX/NumPy substrates have no TypeSpec machinery)."""
     for klass in cls.__mro__:
-        if klass.__name__ == "TypeSpec" and klass.__module__.startswith("tensorflow."):
+        if klass.__name__ == "TypeSpec" and module_name(klass).startswith("tensorflow."):
             return True
     # _DeferredTensorTransformedVariableSpecBase is a mixin: look at its subclasses.
     return any(_is_tf_type_spec(sub) for sub in cls.__subclasses__())
@@ -1087,14 +1137,15 @@ _TARGETS: Tuple[Tuple[str, str, str, Any, Callable[[type], bool]], ...] = tuple(
 # (F8), ``TrackableReference`` has slots and no state of its own (F14). Attribute
 # ``None``: the class's entry in ``copyreg.dispatch_table`` (``_TupleWrapper`` hands out
 # its tuple's ``__reduce_ex__``, F8).
+# The module is named relative to TF's tracking package: ``tensorflow.python.trackable``
+# since TF 2.13, ``tensorflow.python.training.tracking`` before (_TF_TRACKING).
 _TF_TARGETS = (
-    ("tensorflow.python.trackable.data_structures", "_DictWrapper", "__reduce_ex__",
+    ("data_structures", "_DictWrapper", "__reduce_ex__",
      wrapper_reduce_ex, lambda cls: "__reduce_ex__" in vars(cls)),
-    ("tensorflow.python.trackable.base", "TrackableReference", "__reduce_ex__",
-     slots_reduce_ex, _slots_without_state),
-    ("tensorflow.python.trackable.data_structures", "_TupleWrapper", None,
-     wrapper_reduce_ex, _proxies_its_reduction),
+    ("base", "TrackableReference", "__reduce_ex__", slots_reduce_ex, _slots_without_state),
+    ("data_structures", "_TupleWrapper", None, wrapper_reduce_ex, _proxies_its_reduction),
 )
+_TF_TRACKING = ("tensorflow.python.trackable", "tensorflow.python.training.tracking")
 
 _SHARED = (singleton_reduce, variable_reduce_ex, variable_copy, variable_deepcopy,
            properties_reduce_ex)
@@ -1137,9 +1188,12 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
         if module is not None:
             targets.append((getattr(module, class_name, None), attribute, replacement, cause))
     if prefix == _TF_PREFIX:
-        for module_name, class_name, attribute, replacement, cause in _TF_TARGETS:
-            cls = getattr(sys.modules.get(module_name), class_name, None)
-            targets.append((cls, attribute, replacement, cause))
+        for relative, class_name, attribute, replacement, cause in _TF_TARGETS:
+            for package in _TF_TRACKING:
+                cls = getattr(sys.modules.get(f"{package}.{relative}"), class_name, None)
+                if cls is not None:
+                    targets.append((cls, attribute, replacement, cause))
+                    break
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
     if prefix == _TF_PREFIX:
         steps.extend(_keras_layers.plan(prefix))  # F15, F16
@@ -1165,7 +1219,7 @@ def _misnamed_classes(prefix: str) -> List[Tuple[Any, str, Any]]:
                 continue
             if not _tfp_made(value, prefix):
                 continue
-            home = sys.modules.get(getattr(value, "__module__", "") or "")
+            home = sys.modules.get(module_name(value))
             if home is not None and getattr(home, attr, None) is value:
                 continue
             previous = found.get(id(value))
@@ -1180,8 +1234,7 @@ def _tfp_made(cls: type, prefix: str) -> bool:
     (TFP 0.23's NumPy backend holds wrapt's C ``ObjectProxy``) are never renamed."""
     if not cls.__flags__ & _HEAPTYPE:
         return False
-    return any((getattr(base, "__module__", "") or "").startswith(prefix + ".")
-               for base in cls.__mro__[1:])
+    return any(module_name(base).startswith(prefix + ".") for base in cls.__mro__[1:])
 
 
 def _initializing(module: Any) -> bool:
@@ -1193,14 +1246,18 @@ def _detached_submodules(prefix: str) -> List[Tuple[Any, str, Any]]:
 
     Not while the submodule is still being imported (the import system binds the
     name when it is done): recording it as missing then would make ``unpatch()``
-    delete a name the package has (``tfp.substrates.numpy.bijectors``). A package
+    delete a name the package has (``tfp.substrates.numpy.bijectors``). Still being
+    imported: marked so by the import system, or a module whose post-import hook is
+    running (wrapt < 1.14 loads those without the mark: ``tfp.bijectors.bijector``
+    was deleted by ``unpatch()`` with TF 2.5's wrapt 1.12). A package
     still importing is no reason to wait: its finished submodules are bound already,
     and those missing were taken away by TFP (``remove_undocumented``, at the end of
     the package's ``__init__``, where the hooks of ``tfp.sts`` and the like run).
     """
     steps = []
+    importing = _hooks.importing()
     for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith(prefix + "."):
+        if module is None or not name.startswith(prefix + ".") or name in importing:
             continue
         parent_name, _, child = name.rpartition(".")
         parent = sys.modules.get(parent_name)
