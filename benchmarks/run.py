@@ -56,7 +56,7 @@ def probe(python: str) -> Dict[str, object]:
             "    root = u.find_spec('tensorflow_probability').submodule_search_locations[0]\n"
             "    legacy = not os.path.exists(os.path.join(root, 'substrates'))\n"
             "print(json.dumps(dict(tf=tf, jax=jax, gpflow=gp, legacy=legacy, tfp=tfp)))")
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=_env(None))
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=_env(None, python))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -112,11 +112,25 @@ def cases_for(info: Dict[str, object], quick: bool, gpu: bool) -> List[dict]:
     return cases
 
 
-def _env(variant):
+_TF_KERAS: dict = {}  # python -> whether tf-keras is installed there
+
+
+def _has_tf_keras(python):
+    if python not in _TF_KERAS:
+        probe = subprocess.run([python, "-c", "import importlib.util as u, sys; "
+                                "sys.exit(u.find_spec('tf_keras') is None)"], capture_output=True)
+        _TF_KERAS[python] = probe.returncode == 0
+    return _TF_KERAS[python]
+
+
+def _env(variant, python):
     env = dict(os.environ)
     env.pop("TFP_PICKLEFIX", None)
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    env["TF_USE_LEGACY_KERAS"] = "1"
+    # GPflow on TF >= 2.16 needs Keras 2 (tf-keras); before TF 2.16 there is no tf-keras,
+    # and asking for it makes tf.keras fail to import.
+    if "TF_USE_LEGACY_KERAS" not in env and _has_tf_keras(python):
+        env["TF_USE_LEGACY_KERAS"] = "1"
     # Every variant's worker shares one GPU: JAX must not take 75 % of its memory each.
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -141,7 +155,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [python, os.path.join(ROOT, "benchmarks", "worker.py"), "--variant", variant],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
-            env=_env(variant), cwd=ROOT, bufsize=1)
+            env=_env(variant, python), cwd=ROOT, bufsize=1)
 
     def ask(self, msg):
         self.send(msg)
@@ -449,7 +463,7 @@ def _json_run(python, script, args, variant):
     is a JSON record. Returns it with the variant, or None and the error line."""
     proc = subprocess.run([python, os.path.join(ROOT, *script.split("/"))] + args
                           + (["--no-package"] if variant == "none" else []),
-                          env=_env(variant), capture_output=True, text=True, cwd=ROOT)
+                          env=_env(variant, python), capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         err = proc.stderr.strip()
         return None, (err.splitlines()[-1][:300] if err else f"exit {proc.returncode}")
