@@ -10,6 +10,7 @@ them and checks their values against freshly built ones.
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import os
 import pickle
@@ -31,8 +32,12 @@ if SUB == "jax":
     import jax
 
     SEED = jax.random.PRNGKey(7)
-else:
+elif hasattr(ns.tfp.random, "sanitize_seed"):
     SEED = ns.tfp.random.sanitize_seed(7)
+else:  # TFP 0.12: only TFP's internal samplers have it
+    SEED = importlib.import_module(ns.tfp.__name__ + ".python.internal.samplers"
+                                   if SUB == "tf" else ns.tfp.__name__ + ".internal.samplers"
+                                   ).sanitize_seed(7)
 
 
 def used_in_compiled(obj, fn):

@@ -10,13 +10,17 @@ import json
 import numpy as np
 import pytest
 
-from conftest import STACK, global_substrates, run_python
+from conftest import global_substrates, run_python
 
 SCRIPT = "tests/modern_repro.py"
-# (stack, substrate) -> (case, error text): not fixed yet, listed in the README. NumPy
-# 1.x only (its type promotion in TFP's NumPy Softplus): modern-py313, with NumPy 2,
-# must pass it.
-KNOWN = {("modern", "numpy"): ("F7 TransformedVariable", "Actual dtype (float64) does not match")}
+# (substrate, NumPy's major version) -> (case, error text): not fixed yet, listed in the
+# README. NumPy 1.x only (its type promotion in TFP's NumPy Softplus): modern-py313 and
+# jax-nightly, with NumPy 2, must pass it.
+KNOWN = {("numpy", 1): ("F7 TransformedVariable", "Actual dtype (float64) does not match")}
+
+
+def _known(sub):
+    return KNOWN.get((sub, int(np.__version__.split(".")[0])), (None, {}))
 
 
 def _last_json(code, args=(), env=None):
@@ -41,9 +45,9 @@ def test_every_case_round_trips_with_the_package(sub):
         pytest.skip("no TFP >= 0.12 substrate on this stack")
     table = _run(sub)
     bad = {case: {s: r for s, r in row.items() if r != "ok"} for case, row in table.items()}
-    known = bad.pop(*KNOWN.get((STACK, sub), (None, {})))
+    known = bad.pop(*_known(sub))
     for serializer, error in (known or {}).items():  # listed in the README; must fail this way
-        assert KNOWN[(STACK, sub)][1] in error, (serializer, error)
+        assert _known(sub)[1] in error, (serializer, error)
     assert {case: row for case, row in bad.items() if row} == {}
 
 
@@ -65,8 +69,8 @@ def test_pickles_load_without_the_package(sub, tmp_path):
     dumped = _run(sub, "dump", path)
     assert set(dumped.values()) == {"ok"}, dumped
     loaded = _run(sub, "load", path, env={"TFP_PICKLEFIX": "off"})
-    case, text = KNOWN.get((STACK, sub), (None, None))
-    if case is not None:
+    case, text = _known(sub)
+    if case is not None and loaded.get(case) != "ok":  # where it fails, it fails this way
         assert text in loaded.pop(case)
     assert set(loaded.values()) == {"ok"}, loaded
 
@@ -161,10 +165,13 @@ def test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict_or_a_tuple
     without = _last_json(TRACKED, env={"TFP_PICKLEFIX": "off"})
     for case, outcome in without.items():
         kind = "dict" if case.startswith("dict") else "tuple"
-        if case.endswith(" 0"):
-            assert "cannot be pickled" in outcome, (case, outcome)  # F14
+        f8 = f"cannot create weak reference to '{kind}' object"
+        if case.endswith(" 0"):  # F14 where TF's TrackableReference has slots; TF 2.5: F8,
+            # or its tuple wrapper's own reduction, which protocol 0 refuses
+            assert any(text in outcome for text in (
+                "cannot be pickled", f8, f"cannot pickle '{kind}' object")), (case, outcome)
         else:
-            assert f"cannot create weak reference to '{kind}' object" in outcome, (case, outcome)
+            assert f8 in outcome, (case, outcome)
 
 
 CALLERS_CLOSURE = """

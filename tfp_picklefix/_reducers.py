@@ -437,7 +437,14 @@ def _rebuild(cls: type, kwargs: Dict[str, Any]) -> Tuple[Any, Tuple[Any, ...]]:
     ``copy.deepcopy`` deep-copies the args of a reduction but not its callable, so
     the parameters (variables included) must not hide inside a ``partial`` callable.
     """
-    return _CALL, (functools.partial(cls, **kwargs),)
+    return _CALL, (functools.partial(_by_name(cls), **kwargs),)
+
+
+def _by_name(cls: type) -> Any:
+    """``cls``, or where pickle cannot name it (wrapt's pure-Python proxy classes make
+    ``__module__`` a property: TFP's NumPy ``Variable``, TF's tracking wrappers), a
+    callable that pickles as ``cls``, found in the module that defines it."""
+    return cls if module_name(cls) else _ByPath(cls, _defining_module(cls))
 
 
 # Picklers that write functions by value (or copy them by reference): no check for them.
@@ -662,12 +669,7 @@ def wrapper_reduce_ex(self: Any, protocol: int = 2) -> Any:
     (as its entry in ``copyreg.dispatch_table``, called without the protocol): its
     ``__getattribute__`` hands out the tuple's own ``__reduce_ex__``.
     """
-    cls = type(self)
-    if not module_name(cls):
-        # wrapt's pure-Python proxies (wrapt < 1.14 built without its C extension, as
-        # with TF 2.5) make ``__module__`` a property, so pickle cannot name the class.
-        return _ByPath(cls, _tracking_path(cls)), (self.__wrapped__,)
-    return cls, (self.__wrapped__,)
+    return _by_name(type(self)), (self.__wrapped__,)
 
 
 class _ByPath(object):
@@ -695,13 +697,14 @@ class _Module(object):
         return importlib.import_module, (self.name,)
 
 
-def _tracking_path(cls: type) -> str:
-    """The module that defines one of TF's tracking classes (F8)."""
-    for package in _TF_TRACKING:
-        module = f"{package}.data_structures"
-        if getattr(sys.modules.get(module), cls.__name__, None) is cls:
-            return module
-    raise pickle.PicklingError(f"Can't pickle {cls.__name__}: not found in TF's tracking modules")
+def _defining_module(cls: type) -> str:
+    """The module whose code defines ``cls`` (that of a function in its body) and holds
+    it by its name; wrapt < 1.14 without its C extension (as with TF 2.5) hides it."""
+    for value in vars(cls).values():
+        home = getattr(value, "__module__", None) if isinstance(value, types.FunctionType) else None
+        if home and getattr(sys.modules.get(home), cls.__name__, None) is cls:
+            return home
+    raise pickle.PicklingError(f"Can't pickle {cls.__name__}: no module holds it by its name")
 
 
 def slots_reduce_ex(self: Any, protocol: int) -> Any:
