@@ -11,6 +11,8 @@ import os
 
 import pytest
 
+from tfp_picklefix import _detect
+
 from conftest import global_substrates, has_gpflow, run_script
 
 THREAD_SECONDS = float(os.environ.get("TFP_PICKLEFIX_THREAD_SECONDS", "30"))
@@ -92,7 +94,12 @@ def test_no_funcgraph_leak_gpflow_training_closures():
     assert report["funcgraphs"] <= 2, report
 
 
-@pytest.mark.xfail(strict=True, reason="TFP's own cache keeps every traced FuncGraph alive")
+# TFP 0.12, the first release of the global cache, did not keep them here (measured on
+# the mid-0.12 stack: at most 2 live FuncGraphs after 100 traces); later releases do.
+_LEAKS_UPSTREAM = not _detect.tfp_version().startswith("0.12.")
+
+
+@pytest.mark.xfail(strict=_LEAKS_UPSTREAM, reason="TFP's own cache keeps every traced FuncGraph alive")
 def test_funcgraph_leak_upstream():
     _needs_tf_global()
     report, _ = _run(["tests/leak_traces.py", "--scenario", "chain", "--n", "100"], "upstream")

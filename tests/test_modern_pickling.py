@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import global_substrates, run_python
+from conftest import global_substrates, run_python, substrates
 
 SCRIPT = "tests/modern_repro.py"
 # (substrate, NumPy's major version) -> (case, error text): not fixed yet, listed in the
@@ -320,4 +320,8 @@ def test_jax_and_numpy_objects_ship_to_worker_processes(sub):
         for name, row in rows.items():
             assert row.get("diff", 1.0) < 1e-5 and row["in_another_process"], (backend, name, row)
     off = _last_json("", ["tests/substrate_workers.py", sub], env={"TFP_PICKLEFIX": "off"})
-    assert all("error" in row for row in off["spawn"].values()), off["spawn"]
+    # F1's cause, a dispatching __new__, came after TFP 0.12: there these two pickle as shipped.
+    dispatching = substrates()[sub].distributions.TransformedDistribution.__new__ is not object.__new__
+    allowed = () if dispatching else ("MultivariateNormalDiag", "TransformedDistribution(Chain)")
+    assert all("error" in row for name, row in off["spawn"].items() if name not in allowed), off["spawn"]
+    assert any("error" in row for row in off["spawn"].values()), off["spawn"]
