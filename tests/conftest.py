@@ -94,6 +94,18 @@ def has_gpflow() -> bool:
     return True
 
 
+def has_keras_2() -> bool:
+    """Keras 2 is here: tf-keras (TF >= 2.16), or the keras package 2.x (TF <= 2.15)."""
+    if has_module("tf_keras"):
+        return True
+    from importlib import metadata
+
+    try:
+        return metadata.version("keras").startswith("2.")
+    except metadata.PackageNotFoundError:
+        return False
+
+
 def has_module(name: str) -> bool:
     """Whether ``name`` can be found here (without importing it)."""
     import importlib.util

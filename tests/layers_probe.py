@@ -29,7 +29,10 @@ import tfp_picklefix  # noqa: E402,F401
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
-import tf_keras as keras  # noqa: E402
+try:
+    import tf_keras as keras  # noqa: E402
+except ImportError:  # TF <= 2.15: its own Keras 2
+    from tensorflow import keras  # noqa: E402
 
 tfl, tfd = tfp.layers, tfp.distributions
 X = np.random.RandomState(0).randn(8, 3).astype(np.float32)
@@ -114,7 +117,10 @@ def _config(layer):
     except Exception as exc:  # the layer's own failure shows in the round trip
         return type(exc).__name__
     functions = {"function", "make_distribution_fn"} | {k for k in config if k + "_type" in config}
-    return {k: v for k, v in config.items() if k not in functions}
+    # As JSON (Keras's own format): a nested layer's build shape read back from JSON is
+    # a list where the original's is a tuple (TF 2.15's Keras keeps that difference).
+    return json.loads(json.dumps({k: v for k, v in config.items() if k not in functions},
+                                 default=repr))
 
 
 def _saved(suffix, **load_options):

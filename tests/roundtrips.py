@@ -62,7 +62,10 @@ def run_probe(action: str, build: Any, check: Any, values: Any, path: str = "") 
 def adam_step(loss_fn: Any, variables: Any, learning_rate: float) -> None:
     """One step of tf-keras's Adam on ``variables`` (Keras applies their constraints)."""
     import tensorflow as tf
-    from tensorflow_probability.python.internal import tf_keras
+    try:
+        from tensorflow_probability.python.internal import tf_keras
+    except ImportError:  # TFP <= 0.23 uses TF's own Keras
+        tf_keras = tf.keras
 
     opt = tf_keras.optimizers.Adam(learning_rate)
     with tf.GradientTape() as tape:

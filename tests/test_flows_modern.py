@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import global_substrates, has_module, probe_rows
+from conftest import global_substrates, has_keras_2, probe_rows
 
-pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_module("tf_keras")),
-                                reason="TFP >= 0.12 with TF and tf-keras (the modern stacks)")
+pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_keras_2()),
+                                reason="TFP >= 0.12 with TF and Keras 2 (tf-keras, or TF <= 2.15's keras)")
 
 SCRIPT = "tests/flows_probe.py"
 DEEP = {"variables": [4, 4], "shared": 0, "equal": True, "same_attributes": True,

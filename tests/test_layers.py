@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import global_substrates, has_module, probe_rows, run_python
+from conftest import global_substrates, has_keras_2, probe_rows, run_python
 
-pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_module("tf_keras")),
-                                reason="tf-keras with TFP >= 0.12 (the modern stacks)")
+pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_keras_2()),
+                                reason="Keras 2 (tf-keras, or TF <= 2.15's keras) with TFP >= 0.12")
 
 # Keras's safe mode (``load_model`` of a ``.keras`` file, by default) refuses the Python
 # lambda that TFP's own configs pickle (``make_distribution_fn``, ``function``).
@@ -71,7 +71,11 @@ def test_f15_f16_layers_fail_without_the_package():
 WRITE = """
 import pickle, sys, numpy as np
 import tfp_picklefix
-import tensorflow_probability as tfp, tf_keras as keras
+import tensorflow_probability as tfp
+try:
+    import tf_keras as keras
+except ImportError:  # TF <= 2.15: its own Keras 2
+    from tensorflow import keras
 cls = tfp.layers.MultivariateNormalTriL
 model = keras.Sequential([keras.layers.Dense(cls.params_size(2), input_shape=(3,)), cls(2)])
 x = np.random.RandomState(0).randn(4, 3).astype(np.float32)

@@ -63,7 +63,9 @@ keras_registry = {{}}
 try:  # tfp.layers and Keras's registry of serializable classes (F15 adds to it)
     import tensorflow_probability as tfp
     tfp.layers.DistributionLambda
-    keras_registry = tfp.layers.distribution_layer.tf_keras.utils.get_custom_objects()
+    layers = tfp.layers.distribution_layer  # its Keras: the tf_keras shim (TFP >= 0.24), or tf.keras
+    keras_registry = getattr(layers, "tf_keras", None) or layers.tf.keras
+    keras_registry = keras_registry.utils.get_custom_objects()
 except Exception:
     pass
 keras_before = dict(keras_registry)

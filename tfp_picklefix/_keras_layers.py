@@ -85,8 +85,17 @@ def config_in_closure(cls: type) -> bool:
 
 
 def _keras(cls: type) -> Any:
-    """The Keras that TFP's layers use (TFP's own shim module: tf-keras or tf.keras)."""
-    return _helpers(cls).tf_keras
+    """The Keras that TFP's layers use."""
+    return _keras_of(_helpers(cls))
+
+
+def _keras_of(module: Any) -> Any:
+    """The Keras that TFP's ``distribution_layer`` uses: its ``tf_keras`` shim (TFP >=
+    0.24: tf-keras or tf.keras), before that ``tf.keras``; None if neither is there."""
+    keras = getattr(module, "tf_keras", None)
+    if keras is None:
+        keras = getattr(getattr(module, "tf", None), "keras", None)
+    return keras
 
 
 def layer_get_config(self: Any) -> Dict[str, Any]:
@@ -244,7 +253,7 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
     entry in Keras's registry for the public ones and for the layers whose config is
     Keras's own (where the name is free, or already this class)."""
     module = sys.modules.get(f"{prefix}.{_MODULE}")
-    keras = getattr(module, "tf_keras", None)
+    keras = _keras_of(module)
     if keras is None:
         return []
     try:

@@ -921,29 +921,34 @@ def network_copy(self: Any) -> Any:
     return new
 
 
-_SEQUENTIAL = ("tf_keras.src.engine.sequential", "Sequential")
+# Keras 2's Sequential, by the module that defines it, and the module of its layers'
+# deserializer: tf-keras (TF >= 2.16), the keras package of TF 2.13-2.15.
+_SEQUENTIAL = {"tf_keras.src.engine.sequential": "tf_keras.src.layers.serialization",
+               "keras.src.engine.sequential": "keras.src.layers.serialization"}
 
 
-def _keras_sequential_init(cls: type) -> Any:
-    """Keras's ``Sequential.__init__`` above ``cls``, if the standard pickle finds it by
-    name (the pickle then names only Keras)."""
+def _keras_sequential(cls: type) -> Tuple[Any, Optional[str]]:
+    """Keras's ``Sequential.__init__`` above ``cls`` and its layers' serialization
+    module, if the standard pickle finds that ``__init__`` by name (the pickle then names
+    only Keras); else (None, None)."""
     for klass in cls.__mro__:
-        if (module_name(klass), klass.__qualname__) == _SEQUENTIAL:
+        module = module_name(klass)
+        if klass.__qualname__ == "Sequential" and module in _SEQUENTIAL:
             init = vars(klass).get("__init__")
-            return init if isinstance(init, types.FunctionType) and _findable(init) else None
-    return None
+            if isinstance(init, types.FunctionType) and _findable(init):
+                return init, _SEQUENTIAL[module]
+            return None, None
+    return None, None
 
 
 def _sequential_steps(self: Any) -> Any:
     """The steps that make ``self`` again (F12), or None where Keras's own reduction
     is left to run (not built, not eager, or Keras moved)."""
-    init = _keras_sequential_init(type(self))
+    init, serialization = _keras_sequential(type(self))
     if init is None or not getattr(self, "built", False):
         return None
     try:
-        from tf_keras.src.layers import serialization
-
-        deserialize = serialization.deserialize
+        deserialize = importlib.import_module(serialization).deserialize
         config = self.get_config()
         values = self.get_weights()
     except Exception:  # not eager (a trace), or Keras moved
@@ -1076,7 +1081,7 @@ def _keras_layer_class(cls: type) -> bool:
 
 
 def _tf_keras_sequential(cls: type) -> bool:
-    return _keras_sequential_init(cls) is not None
+    return _keras_sequential(cls)[0] is not None
 
 
 def _is_tf_type_spec(cls: type) -> bool:
