@@ -36,6 +36,10 @@ TEST_TOOLS = ["cloudpickle", "dill", "pytest", "wrapt"]
 PARALLEL_TOOLS = ["pytest-xdist"]
 LEGACY_PACKAGES = ["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
 
+# The releases between the legacy and the modern stacks: the thread-stress tests run 10 s
+# each there (issue 3 asks 30 s on TFP 0.25 and nightly, where they keep their 30 s).
+_MID_ENV = {"TFP_PICKLEFIX_THREAD_SECONDS": "10"}
+
 STACKS: Dict[str, dict] = {
     "modern": dict(
         python="host", constraints="modern.txt", required=True,
@@ -52,7 +56,7 @@ STACKS: Dict[str, dict] = {
     # patching machinery, GPflow models, and the reducers' tests written for it; the
     # other modern tests build objects and use functions that TFP 0.12 does not have.
     "mid-0.12": dict(python="py39", constraints="mid-0.12.txt", packages=LEGACY_PACKAGES,
-                     host_wheels=["joblib==1.5.3"], tests=[
+                     host_wheels=["joblib==1.5.3"], env=_MID_ENV, tests=[
                          "tests/test_import.py", "tests/test_lifecycle.py", "tests/test_cli.py",
                          "tests/test_hot_path.py", "tests/test_cache_conformance.py",
                          "tests/test_cache_defects.py", "tests/test_cache_modes.py",
@@ -80,7 +84,7 @@ STACKS: Dict[str, dict] = {
         python="host", constraints="mid-0.23.txt",
         packages=["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
-        parallel=True),
+        parallel=True, env=_MID_ENV),
     # The same TF/TFP on the newest Python TF 2.21 supports, with NumPy 2 (the modern
     # stack has NumPy 1.26: GPflow 2.11 requires numpy < 2, which has no Python 3.13
     # wheels, so there is no GPflow here). scipy: TFP's NumPy substrate loads it lazily.
