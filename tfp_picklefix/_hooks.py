@@ -18,23 +18,26 @@ _ROOT = "tensorflow_probability"
 _lock = threading.RLock()
 _installed = False
 _callback: Any = None
-# Names of the modules whose post-import hook is running (innermost last). With wrapt
-# < 1.14 (its loaders have no ``exec_module``) such a module is not marked as still
-# initializing, yet its package does not hold its name until the hook returns.
-_importing: List[str] = []
+# Per thread, the names of the modules whose post-import hook is running (innermost
+# last). With wrapt < 1.14 (its loaders have no ``exec_module``) such a module is not
+# marked as still initializing, yet its package does not hold its name until the hook
+# returns.
+_hooked = threading.local()
 
 
 def importing() -> Tuple[str, ...]:
-    """The modules whose import this package's hooks are inside of now."""
-    return tuple(_importing)
+    """The modules whose import this thread is inside of, in this package's hooks."""
+    return tuple(getattr(_hooked, "names", ()))
 
 
 def _inside(module: Any, call: Callable[[], None]) -> None:
-    _importing.append(getattr(module, "__name__", ""))
+    names: List[str] = getattr(_hooked, "names", None) or []
+    _hooked.names = names
+    names.append(getattr(module, "__name__", ""))
     try:
         call()
     finally:
-        _importing.pop()
+        names.pop()
 
 
 def _is_tfp(name: str) -> bool:
