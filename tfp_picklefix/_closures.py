@@ -131,6 +131,10 @@ def _code_path(fn: Any) -> Optional[Tuple[str, str, List[int]]]:
     return None
 
 
+# TF's tracking package (tf.Module's tracked structures): since TF 2.13, and before.
+TF_TRACKING = ("tensorflow.python.trackable", "tensorflow.python.training.tracking")
+_WRITTEN_AS_ITSELF = tuple(p + "." for p in TF_TRACKING) + ("tensorflow.python.util.object_identity",)
+
 # Where Keras 2 lives: tf-keras (TF >= 2.16), the keras package (TF 2.6-2.15), TF itself
 # (TF <= 2.5).
 _KERAS_2 = ("tf_keras.", "keras.", "tensorflow.python.keras.")
@@ -154,8 +158,7 @@ def keras_layer(kind: type) -> bool:
 def _written_as_itself(kind: type) -> bool:
     """The objects whose reduction the writer rewrites around closures' stand-ins."""
     module = module_name(kind)
-    if module.startswith(("tensorflow.python.trackable.", "tensorflow.python.training.tracking.",
-                          "tensorflow.python.util.object_identity")):
+    if module.startswith(_WRITTEN_AS_ITSELF):
         return True  # a tf.Module's tracked structures; Keras's reference counts
     if module.startswith("tensorflow.python.ops.") and hasattr(kind, "constraint"):
         return True  # a variable: its reduction names its constraint

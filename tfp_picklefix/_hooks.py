@@ -31,8 +31,9 @@ def importing() -> Tuple[str, ...]:
 
 
 def _inside(module: Any, call: Callable[[], None]) -> None:
-    names: List[str] = getattr(_hooked, "names", None) or []
-    _hooked.names = names
+    names: List[str] = getattr(_hooked, "names", None)
+    if names is None:
+        names = _hooked.names = []
     names.append(getattr(module, "__name__", ""))
     try:
         call()

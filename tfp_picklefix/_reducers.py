@@ -123,7 +123,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import _hooks, _keras_layers
-from ._closures import _CALL, _Call, keras_layer, module_name, written_by_reference
+from ._closures import TF_TRACKING, _CALL, _Call, keras_layer, module_name, written_by_reference
 
 _TFP_PREFIX = "tensorflow_probability"
 _TF_PREFIX = "tensorflow_probability.python"
@@ -680,8 +680,8 @@ class _ByPath(object):
     def __init__(self, cls: type, module: str) -> None:
         self.cls, self.module = cls, module
 
-    def __call__(self, *args: Any) -> Any:
-        return self.cls(*args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.cls(*args, **kwargs)
 
     def __reduce__(self) -> Any:
         return getattr, (_Module(self.module), self.cls.__name__)
@@ -1146,14 +1146,13 @@ _TARGETS: Tuple[Tuple[str, str, str, Any, Callable[[type], bool]], ...] = tuple(
 # ``None``: the class's entry in ``copyreg.dispatch_table`` (``_TupleWrapper`` hands out
 # its tuple's ``__reduce_ex__``, F8).
 # The module is named relative to TF's tracking package: ``tensorflow.python.trackable``
-# since TF 2.13, ``tensorflow.python.training.tracking`` before (_TF_TRACKING).
+# since TF 2.13, ``tensorflow.python.training.tracking`` before (TF_TRACKING).
 _TF_TARGETS = (
     ("data_structures", "_DictWrapper", "__reduce_ex__",
      wrapper_reduce_ex, lambda cls: "__reduce_ex__" in vars(cls)),
     ("base", "TrackableReference", "__reduce_ex__", slots_reduce_ex, _slots_without_state),
     ("data_structures", "_TupleWrapper", None, wrapper_reduce_ex, _proxies_its_reduction),
 )
-_TF_TRACKING = ("tensorflow.python.trackable", "tensorflow.python.training.tracking")
 
 _SHARED = (singleton_reduce, variable_reduce_ex, variable_copy, variable_deepcopy,
            properties_reduce_ex)
@@ -1197,7 +1196,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
             targets.append((getattr(module, class_name, None), attribute, replacement, cause))
     if prefix == _TF_PREFIX:
         for relative, class_name, attribute, replacement, cause in _TF_TARGETS:
-            for package in _TF_TRACKING:
+            for package in TF_TRACKING:
                 cls = getattr(sys.modules.get(f"{package}.{relative}"), class_name, None)
                 if cls is not None:
                     targets.append((cls, attribute, replacement, cause))
