@@ -166,3 +166,62 @@ def test_for_deepcopy_a_closure_is_made_again_over_copied_cells_or_else_shared()
     locked = _holder(threading.Lock())
     written = _closures.written_by_reference({"fn": locked}, lambda fn: True, lambda fn: True)
     assert copy.deepcopy(written)["fn"] is locked
+
+
+def _over_a_module(state):
+    import json as module  # a delayed import, as TFP's constructors make them
+
+    def inner():
+        return module.dumps(state)
+
+    return inner
+
+
+def test_a_closure_over_a_module_is_written_with_the_module_by_name():
+    """TFP imports some modules inside a constructor (an import cycle), so a closure made
+    there holds a module in a cell (``KumaraswamyTransformed``'s feature transform, on
+    TFP 0.12). The standard pickle cannot write a module (``cannot pickle 'module'
+    object``), and deepcopy cannot copy one, so it shared the closure, which then kept
+    computing with the original's state. The module is written by name (the writer
+    treats this test module's closures as TFP's here)."""
+    import copy
+
+    from tfp_picklefix import _closures
+
+    state = [1.0]
+    inner = _over_a_module(state)
+    written = _closures.written_by_reference({"fn": inner}, lambda fn: True)
+    fn = pickle.loads(pickle.dumps(written))["fn"]
+    assert fn is not inner and fn() == "[1.0]"
+    assert fn.__closure__[0].cell_contents is inner.__closure__[0].cell_contents
+    written = _closures.written_by_reference({"fn": inner}, lambda fn: True, lambda fn: True)
+    fn = copy.deepcopy(written)["fn"]
+    assert fn is not inner and fn.__code__ is inner.__code__
+    assert fn.__closure__[0].cell_contents is inner.__closure__[0].cell_contents
+    state.append(2.0)
+    assert fn() == "[1.0]" and inner() == "[1.0, 2.0]"
+
+
+def test_a_tfp_kernel_with_a_closure_over_a_module_round_trips():
+    """``KumaraswamyTransformed`` with a variable concentration: a pickled copy computes
+    the same matrix, and a deep copy follows its own variable, not the original's (TFP
+    0.12, which has no ``parameters`` property on kernels to rebuild it from, writes the
+    closure; later TFPs rebuild it by its constructor, F4)."""
+    import copy
+
+    if "tf" not in global_substrates():
+        pytest.skip("TF substrate of TFP >= 0.12")
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    psd = tfp.math.psd_kernels
+    kernel = psd.KumaraswamyTransformed(psd.ExponentiatedQuadratic(), tf.Variable(2.0), 3.0)
+    x = np.array([[0.2], [0.5], [0.7]], np.float32)
+    want = kernel.matrix(x, x).numpy()
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(kernel)).matrix(x, x).numpy(), want)
+    deep = copy.deepcopy(kernel)
+    deep.concentration1.assign(5.0)
+    fresh = psd.KumaraswamyTransformed(psd.ExponentiatedQuadratic(), 5.0, 3.0)
+    np.testing.assert_allclose(deep.matrix(x, x).numpy(), fresh.matrix(x, x).numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(kernel.matrix(x, x).numpy(), want)

@@ -267,6 +267,14 @@ class _Writer:
             if all(k is key and v is item for (k, v), (key, item) in zip(pairs, obj.items())):
                 return obj
             return dict(pairs)  # keys too: Keras counts references by object identity
+        if kind is types.ModuleType:
+            # A module in a closure's cell (TFP's delayed imports, made inside a
+            # constructor to avoid an import cycle): by name, as pickle writes a module's
+            # functions; deepcopy cannot copy a module, and would otherwise share the
+            # closure, which then computes with the original's state.
+            if sys.modules.get(obj.__name__) is obj:
+                return self._module(obj.__name__)
+            return obj
         done = self._done.get(id(obj))
         if done is not None:
             return done
