@@ -13,6 +13,9 @@ for each serializer (pickle protocols 0-5, copy, deepcopy, cloudpickle, dill; or
 passes when the round trip works and the copy gives the same values: ``sample`` with
 the same seed, ``log_prob``, ``mean``; ``forward``/``inverse``/log-dets; kernel
 matrices; tensor values; and the same variables (current values, names, trainability).
+In ``variable`` mode a deep copy must also compute with variables of its own: changed,
+they leave the original as it was, and the original given their values computes what
+the copy does.
 Writes ``<out>/<stack>-<substrate>.json`` and ``.md``. Exit status 0 (the test decides).
 """
 from __future__ import annotations
@@ -75,8 +78,13 @@ def _seed(ns: Any) -> Any:
             import jax
 
             _SEEDS[ns.name] = jax.random.PRNGKey(42)
-        else:
+        elif hasattr(ns.tfp.random, "sanitize_seed"):
             _SEEDS[ns.name] = ns.tfp.random.sanitize_seed(42)
+        else:  # TFP 0.12: only TFP's internal samplers have it
+            import importlib
+
+            samplers = ".python.internal.samplers" if ns.name == "tf" else ".internal.samplers"
+            _SEEDS[ns.name] = importlib.import_module(ns.tfp.__name__ + samplers).sanitize_seed(42)
     return _SEEDS[ns.name]
 
 
@@ -211,6 +219,29 @@ def prepare(key: str, mode: str, build: Callable, cc: Any) -> Any:
     return obj
 
 
+def independent(key: str, obj: Any, clone: Any, ref: Dict[str, Any], cc: Any) -> None:
+    """A deep copy computes with its own variables: changed, they leave the original as
+    it was, and the original given the same values computes what the copy does (a copy
+    that shares a closure over the original's state fails the second check)."""
+    mine, theirs = list(obj.trainable_variables), list(clone.trainable_variables)
+    assert not {id(v) for v in mine} & {id(v) for v in theirs}, "the deep copy shares variables"
+    for v in theirs:
+        v.assign(v * 1.25)
+    changed = values(key, clone, cc)
+    compare(ref, values(key, obj, cc))
+    saved = [v.numpy() for v in mine]
+    try:
+        for v, w in zip(mine, theirs):
+            v.assign(w)
+        try:
+            compare(changed, values(key, obj, cc))
+        except AssertionError as exc:
+            raise AssertionError(f"the deep copy does not compute with its own variables: {exc}")
+    finally:
+        for v, s in zip(mine, saved):
+            v.assign(s)
+
+
 def short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
     return text[:160]
@@ -262,6 +293,8 @@ def run(substrate: str, only: List[str], shard: Tuple[int, int] = (0, 1),
                             "variables (names, trainable) differ"
                         for (_, a, _), (_, b, _) in zip(ref_vars, got_vars):
                             np.testing.assert_array_equal(a, b)
+                        if mode == "variable" and name == "deepcopy":
+                            independent(key, obj, clone, ref, cc)
                         row[name] = "ok"
                     except Exception as exc:
                         row[name] = short(exc)

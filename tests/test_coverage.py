@@ -15,12 +15,24 @@ import pytest
 
 from conftest import global_substrates, run_script
 
-# class -> why some of its cells fail (causes outside what this package should patch).
-KNOWN_FAILURES = {
-    "util.TransformedVariable": "TFP 0.25's NumPy substrate with NumPy 1.x only: a deep "
-                                "copy's value comes back as float64 (NumPy 1's type "
-                                "promotion in TFP's Softplus; see the README)",
-}
+
+def known_failures(sub):
+    """class -> why some of its cells fail here (causes outside what this package should
+    patch: each one fails the same way without it)."""
+    import numpy as np
+
+    from tfp_picklefix import _detect
+
+    known = {}
+    if sub == "numpy" and np.__version__.startswith("1."):
+        known["util.TransformedVariable"] = (
+            "TFP's NumPy substrate with NumPy 1.x (0.12, 0.25): a copy's value comes back "
+            "as float64 (NumPy 1's type promotion in TFP's Softplus; see the README)")
+    if sub == "numpy" and _detect.tfp_version().startswith("0.12."):
+        known["tfd.LogLogistic"] = (
+            "TFP 0.12's NumPy substrate: mean() multiplies the array that holds scale by pi "
+            "in place (its sinc), so a copy made after it samples otherwise (see the README)")
+    return known
 
 
 @pytest.mark.long(230)
@@ -49,6 +61,11 @@ def test_coverage_table(sub, tmp_path):
                     failing.setdefault(key, []).append(f"{mode}/{ser}: {outcome}")
     built = sum(1 for info in report["classes"].values() if info["built"])
     assert built >= 100, f"only {built} classes built: the introspection or builders broke"
+    # A class whose every mode failed before any round trip ("not built: ...") has no
+    # cells: on TFP 0.12 (no tfp.random.sanitize_seed) every distribution did, silently.
+    unused = sorted(key for key, info in report["classes"].items() if info["built"] and all(
+        "error" in row for row in info.get("cells", {}).values()))
+    assert len(unused) <= 0.05 * built, (len(unused), built, unused)
     assert passed / total >= 0.98, (passed, total, failing)
-    assert set(failing) <= set(KNOWN_FAILURES), {k: v for k, v in failing.items()
-                                                 if k not in KNOWN_FAILURES}
+    known = known_failures(sub)
+    assert set(failing) <= set(known), {k: v for k, v in failing.items() if k not in known}
