@@ -15,7 +15,10 @@ from tfp_picklefix import _detect
 
 from conftest import global_substrates, has_gpflow, run_script
 
+# Issue 3's loads (16 threads for 30 s; 2000 discarded traces). The matrix lowers them on
+# the stacks that issue 3 does not name (scripts/matrix.py), to keep CI's time in bounds.
 THREAD_SECONDS = float(os.environ.get("TFP_PICKLEFIX_THREAD_SECONDS", "30"))
+LEAK_TRACES = int(os.environ.get("TFP_PICKLEFIX_LEAK_TRACES", "2000"))
 
 
 def _run(args, mode):
@@ -63,11 +66,11 @@ def _needs_tf_global():
 
 
 @pytest.mark.long(300)
-def test_no_funcgraph_leak_chain_2000_traces():
-    """2000 discarded tf.functions through a Chain: <= 2 live FuncGraphs, and no more
-    RSS growth than the same loop with no cache at all plus 20 MB."""
+def test_no_funcgraph_leak_chain_traces():
+    """2000 (LEAK_TRACES) discarded tf.functions through a Chain: <= 2 live FuncGraphs,
+    and no more RSS growth than the same loop with no cache at all plus 20 MB."""
     _needs_tf_global()
-    args = ["tests/leak_traces.py", "--scenario", "chain", "--n", "2000"]
+    args = ["tests/leak_traces.py", "--scenario", "chain", "--n", str(LEAK_TRACES)]
     # Two independent processes, each measuring its own graphs and RSS: side by side
     # (about 2 minutes each).
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
