@@ -154,7 +154,14 @@ def is_tfp_closure(fn: Any) -> bool:
 
 
 def _is_variable(value: Any) -> bool:
-    return hasattr(value, "assign") and hasattr(value, "trainable") and hasattr(value, "dtype")
+    if not (hasattr(value, "assign") and hasattr(value, "dtype")):
+        return False
+    # TFP's NumPy/JAX Variable of some releases has no ``trainable`` (0.12, 0.17).
+    return hasattr(value, "trainable") or _backend_variable(type(value))
+
+
+def _backend_variable(kind: type) -> bool:
+    return kind.__name__ == "NumpyVariable" and module_name(kind).startswith(_TFP_PREFIX)
 
 
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), type)
@@ -719,11 +726,24 @@ def slots_reduce_ex(self: Any, protocol: int) -> Any:
 def _slots_without_state(cls: type) -> bool:
     """Whether protocols 0 and 1 refuse ``cls``: it has slots, and neither its own
     ``__getstate__`` nor a reduction of its own (F14's cause)."""
-    if not copyreg._slotnames(cls) or getattr(cls, "__getstate__", None) not in (
+    if not _has_slots(cls) or getattr(cls, "__getstate__", None) not in (
             None, getattr(object, "__getstate__", None)):
         return False
     return all(getattr(cls, name) is getattr(object, name)
                for name in ("__reduce_ex__", "__reduce__"))
+
+
+def _has_slots(cls: type) -> bool:
+    """Whether ``cls`` has slots that pickle writes, as ``copyreg._slotnames`` would say,
+    without the ``__slotnames__`` that it leaves on the class (unpatch leaves TFP's
+    classes as they were)."""
+    for kind in cls.__mro__:
+        slots = vars(kind).get("__slots__")
+        if isinstance(slots, str):
+            slots = (slots,)
+        if any(name not in ("__dict__", "__weakref__") for name in slots or ()):
+            return True
+    return False
 
 
 def _proxies_its_reduction(cls: type) -> bool:
@@ -924,7 +944,9 @@ def network_copy(self: Any) -> Any:
 # Keras 2's Sequential, by the module that defines it, and the module of its layers'
 # deserializer: tf-keras (TF >= 2.16), the keras package of TF 2.13-2.15.
 _SEQUENTIAL = {"tf_keras.src.engine.sequential": "tf_keras.src.layers.serialization",
-               "keras.src.engine.sequential": "keras.src.layers.serialization"}
+               "keras.src.engine.sequential": "keras.src.layers.serialization",
+               # Keras 2.6-2.12 (the keras package before its src/ layout): TFP 0.17 on TF 2.9
+               "keras.engine.sequential": "keras.layers.serialization"}
 
 
 def _keras_sequential(cls: type) -> Tuple[Any, Optional[str]]:
@@ -957,8 +979,11 @@ def _sequential_steps(self: Any) -> Any:
         return None
     import operator
 
-    layers = [_Call((functools.partial(deserialize, use_legacy_format="module" not in layer),
-                     (layer,))) for layer in config["layers"]]
+    if "use_legacy_format" in _parameter_names(deserialize):  # Keras >= 2.13
+        layers = [_Call((functools.partial(deserialize, use_legacy_format="module" not in layer),
+                         (layer,))) for layer in config["layers"]]
+    else:
+        layers = [_Call((deserialize, (layer,))) for layer in config["layers"]]
     # Memoized by pickle and deepcopy: one new model, made blank, then given its
     # layers (as its constructor does), then its weights, in that order.
     # ``cls.__new__(cls)``: Keras's own ``__new__`` picks the layer's version (a partial
@@ -970,6 +995,15 @@ def _sequential_steps(self: Any) -> Any:
     if not self.trainable:
         steps.append(_Call((setattr, (blank, "trainable", False))))
     return tuple(steps)
+
+
+def _parameter_names(fn: Any) -> Set[str]:
+    import inspect
+
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def sequential_reduce_ex(self: Any, protocol: int) -> Any:
@@ -1093,6 +1127,11 @@ def _is_tf_type_spec(cls: type) -> bool:
     return any(_is_tf_type_spec(sub) for sub in cls.__subclasses__())
 
 
+def _own_tf_type_spec_reduce(cls: type) -> bool:
+    """A TF type spec mixin that defines ``__reduce__`` itself."""
+    return "__reduce__" in vars(cls) and _is_tf_type_spec(cls)
+
+
 _NETWORK_PAIRS = (("__reduce_ex__", network_reduce_ex), ("__copy__", network_copy))
 _SEQUENTIAL_PAIRS = (("__reduce_ex__", sequential_reduce_ex),
                      ("__deepcopy__", sequential_deepcopy))
@@ -1111,6 +1150,9 @@ _GROUPS: Tuple[Tuple[str, str, Callable[[type], bool], Tuple[Tuple[str, Any], ..
     ("internal.auto_composite_tensor", "_AutoCompositeTensorTypeSpec", _is_tf_type_spec,
      (("__reduce__", type_spec_reduce),)),
     ("util.deferred_tensor", "_DeferredTensorTransformedVariableSpecBase", _is_tf_type_spec,
+     (("__reduce__", type_spec_reduce),)),
+    # Before TFP had that base (0.17): the spec mixin that holds the broken __reduce__.
+    ("util.deferred_tensor", "_DeferredTensorSpecBase", _own_tf_type_spec_reduce,
      (("__reduce__", type_spec_reduce),)),
     ("internal.reparameterization", "ReparameterizationType", _always,
      (("__reduce__", singleton_reduce),)),
