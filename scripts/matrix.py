@@ -47,6 +47,18 @@ PY39_PARALLEL_WHEELS = ["pytest-xdist==3.8.0", "execnet==2.1.2"]
 # in bounds: the 2000 traces took 4-5 minutes of both cores on each stack.
 _LIGHT_ENV = {"TFP_PICKLEFIX_THREAD_SECONDS": "10", "TFP_PICKLEFIX_LEAK_TRACES": "500"}
 
+
+def _mid_py39(constraints: str, tests: List[str]) -> dict:
+    """A stack of TFP >= 0.12 on Python 3.9 (TF 2.5, 2.9): joblib and pytest-xdist from
+    the host's pip, the lighter load tests, ``tests`` as its selection. Always left out:
+    GPflow's frozen model does not save as a SavedModel on those TFs (GPflow 2.2 on TF
+    2.5, 2.5 on 2.9), with or without the package."""
+    return dict(python="py39", constraints=constraints, packages=LEGACY_PACKAGES,
+                host_wheels=["joblib==1.5.3"] + PY39_PARALLEL_WHEELS, parallel=True,
+                env=_LIGHT_ENV, tests=tests + [
+                    "--deselect", "tests/test_models_modern.py::test_checkpoint_of_the_original_restores_into_the_unpickled_copy"])
+
+
 STACKS: Dict[str, dict] = {
     "modern": dict(
         python="host", constraints="modern.txt", required=True,
@@ -62,24 +74,29 @@ STACKS: Dict[str, dict] = {
     # (its wrapt 1.12 builds here without its C extension). A selection: the cache, the
     # patching machinery, GPflow models, and the reducers' tests written for it; the
     # other modern tests build objects and use functions that TFP 0.12 does not have.
-    "mid-0.12": dict(python="py39", constraints="mid-0.12.txt", packages=LEGACY_PACKAGES,
-                     host_wheels=["joblib==1.5.3"] + PY39_PARALLEL_WHEELS, parallel=True,
-                     env=_LIGHT_ENV, tests=[
-                         "tests/test_import.py", "tests/test_lifecycle.py", "tests/test_cli.py",
-                         "tests/test_hot_path.py", "tests/test_cache_conformance.py",
-                         "tests/test_cache_defects.py", "tests/test_cache_modes.py",
-                         "tests/test_cache_bookkeeping.py", "tests/test_upstream_diff.py",
-                         "tests/test_seed.py", "tests/test_fresh_process.py",
-                         "tests/test_models_modern.py", "tests/test_coverage.py",
-                         "tests/test_diagnose.py",
-                         "tests/test_modern_pickling.py::test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict_or_a_tuple",
-                         "tests/test_modern_pickling.py::test_a_rebuild_never_loses_the_weights_of_a_keras_model",
-                         "tests/test_modern_pickling.py::test_jax_and_numpy_objects_ship_to_worker_processes",
-                         "tests/test_closures_modern.py::test_a_closure_over_a_module_is_written_with_the_module_by_name",
-                         "tests/test_closures_modern.py::test_a_tfp_kernel_with_a_closure_over_a_module_round_trips",
-                         # GPflow 2.2's frozen model does not save as a SavedModel on TF 2.5,
-                         # with or without the package.
-                         "--deselect", "tests/test_models_modern.py::test_checkpoint_of_the_original_restores_into_the_unpickled_copy"]),
+    "mid-0.12": _mid_py39("mid-0.12.txt", [
+        "tests/test_import.py", "tests/test_lifecycle.py", "tests/test_cli.py",
+        "tests/test_hot_path.py", "tests/test_cache_conformance.py",
+        "tests/test_cache_defects.py", "tests/test_cache_modes.py",
+        "tests/test_cache_bookkeeping.py", "tests/test_upstream_diff.py",
+        "tests/test_seed.py", "tests/test_fresh_process.py",
+        "tests/test_models_modern.py", "tests/test_coverage.py", "tests/test_diagnose.py",
+        "tests/test_modern_pickling.py::test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict_or_a_tuple",
+        "tests/test_modern_pickling.py::test_a_rebuild_never_loses_the_weights_of_a_keras_model",
+        "tests/test_modern_pickling.py::test_jax_and_numpy_objects_ship_to_worker_processes",
+        "tests/test_closures_modern.py::test_a_closure_over_a_module_is_written_with_the_module_by_name",
+        "tests/test_closures_modern.py::test_a_tfp_kernel_with_a_closure_over_a_module_round_trips"]),
+    # The middle of the range (TF 2.9: Trackable with _trackable_children, still in
+    # tensorflow.python.training.tracking; Keras 2.9; NumPy 1.26; wrapt 2). The whole suite
+    # but tfp.layers, whose models Keras 2.9 pickles and copies as SavedModels, which
+    # cannot trace TFP's distribution layers, with the package as without it (README);
+    # and but the tests that TFP's Keras networks fail without the package with newer
+    # Keras's errors (Keras 2.9 fails otherwise; the round trips with it run).
+    "mid-0.17": _mid_py39("mid-0.17.txt", [
+        "tests", "--ignore", "tests/test_layers.py",
+        "--deselect", "tests/test_flows_modern.py::test_the_package_without_f10_fails_on_the_keras_side",
+        "--deselect", "tests/test_flows_modern.py::test_without_the_package_such_a_model_only_copies_shallowly[pixelcnn]",
+        "--deselect", "tests/test_flows_modern.py::test_the_package_without_the_network_reducers_fails_on_the_keras_side"]),
     "legacy-0.10": dict(python="py39", constraints="legacy-0.10.txt", packages=LEGACY_PACKAGES,
                         shims=["tfp_legacy_tf_shim"], host_wheels=PY39_PARALLEL_WHEELS,
                         parallel=True),

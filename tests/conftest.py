@@ -20,6 +20,7 @@ EXPECTED_ERA = {
     "modern": _detect.GLOBAL,
     "modern-py313": _detect.GLOBAL,
     "mid-0.12": _detect.GLOBAL,
+    "mid-0.17": _detect.GLOBAL,
     "mid-0.23": _detect.GLOBAL,
     "legacy-0.11": _detect.INSTANCE,
     "legacy-0.10": _detect.DICT,
