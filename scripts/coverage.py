@@ -74,17 +74,9 @@ _SEEDS: Dict[str, Any] = {}
 def _seed(ns: Any) -> Any:
     """One stateless seed per substrate (made once: sanitizing an int can be stateful)."""
     if ns.name not in _SEEDS:
-        if ns.name == "jax":
-            import jax
+        import coverage_cases as cc
 
-            _SEEDS[ns.name] = jax.random.PRNGKey(42)
-        elif hasattr(ns.tfp.random, "sanitize_seed"):
-            _SEEDS[ns.name] = ns.tfp.random.sanitize_seed(42)
-        else:  # TFP 0.12: only TFP's internal samplers have it
-            import importlib
-
-            samplers = ".python.internal.samplers" if ns.name == "tf" else ".internal.samplers"
-            _SEEDS[ns.name] = importlib.import_module(ns.tfp.__name__ + samplers).sanitize_seed(42)
+        _SEEDS[ns.name] = cc.stateless_seed(42)
     return _SEEDS[ns.name]
 
 

@@ -42,6 +42,21 @@ def use(name: str) -> Namespace:
     return NS
 
 
+def stateless_seed(value: int) -> Any:
+    """A stateless seed in the current substrate: a JAX key, or TFP's sanitized seed
+    (TFP 0.12 has ``sanitize_seed`` only in its internal samplers)."""
+    if NS.name == "jax":
+        import jax
+
+        return jax.random.PRNGKey(value)
+    if hasattr(NS.tfp.random, "sanitize_seed"):
+        return NS.tfp.random.sanitize_seed(value)
+    import importlib
+
+    samplers = ".python.internal.samplers" if NS.name == "tf" else ".internal.samplers"
+    return importlib.import_module(NS.tfp.__name__ + samplers).sanitize_seed(value)
+
+
 # Model functions (module level: picklable by name, as user code must be for pickle).
 def normal_given(x: Any) -> Any:
     return NS.tfd.Normal(x, 1.0)

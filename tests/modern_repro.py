@@ -10,7 +10,6 @@ them and checks their values against freshly built ones.
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import os
 import pickle
@@ -28,16 +27,7 @@ import coverage_cases as cc  # noqa: E402
 SUB = sys.argv[1]
 ns = cc.use(SUB)
 tfd, tfb, psd = ns.tfd, ns.tfb, ns.psd
-if SUB == "jax":
-    import jax
-
-    SEED = jax.random.PRNGKey(7)
-elif hasattr(ns.tfp.random, "sanitize_seed"):
-    SEED = ns.tfp.random.sanitize_seed(7)
-else:  # TFP 0.12: only TFP's internal samplers have it
-    SEED = importlib.import_module(ns.tfp.__name__ + ".python.internal.samplers"
-                                   if SUB == "tf" else ns.tfp.__name__ + ".internal.samplers"
-                                   ).sanitize_seed(7)
+SEED = cc.stateless_seed(7)
 
 
 def used_in_compiled(obj, fn):
