@@ -7,6 +7,18 @@ prefix=$(realpath -m "$1"); venv=$(realpath -m "$2")
 if [ -x "$venv/bin/python" ] && LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu" "$venv/bin/python" -c 'import sys; assert sys.version_info[:2]==(3,9)' 2>/dev/null; then
   exit 0
 fi
+pkgs=(python3.9=3.9.2-1 python3.9-minimal=3.9.2-1 libpython3.9-stdlib=3.9.2-1 libpython3.9-minimal=3.9.2-1
+      python3-distutils=3.9.2-1 python3-lib2to3=3.9.2-1 libssl1.1 libffi7 libmpdec3 python-pip-whl=20.3.4-4+deb11u1)
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu"
+py="$prefix/usr/bin/python3.9"
+# The prefix is fetched once: re-extracting it would replace libpython3.9 under the
+# processes of a Python 3.9 stack whose tests run while the next stack is set up.
+if [ "$(cat "$prefix/.pkgs" 2>/dev/null)" = "${pkgs[*]}" ] && "$py" -c 'import ssl' 2>/dev/null; then
+  fetched=1
+else
+  fetched=0
+fi
+if [ "$fetched" = 0 ]; then
 command -v apt-get >/dev/null || { echo "no apt-get on this machine" >&2; exit 3; }
 [ "$(uname -m)" = x86_64 ] || { echo "bullseye python3.9 bootstrap supports x86_64 only" >&2; exit 3; }
 apt_dir="$prefix/.apt"; debs="$prefix/.debs"
@@ -18,15 +30,13 @@ aptopts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourcePar
 if ! apt-get "${aptopts[@]}" update >"$prefix/apt-update.log" 2>&1; then
   echo "apt-get update of bullseye failed (see $prefix/apt-update.log)" >&2; exit 3
 fi
-pkgs=(python3.9=3.9.2-1 python3.9-minimal=3.9.2-1 libpython3.9-stdlib=3.9.2-1 libpython3.9-minimal=3.9.2-1
-      python3-distutils=3.9.2-1 python3-lib2to3=3.9.2-1 libssl1.1 libffi7 libmpdec3 python-pip-whl=20.3.4-4+deb11u1)
 if ! (cd "$debs" && apt-get "${aptopts[@]}" download "${pkgs[@]}" >"$prefix/apt-download.log" 2>&1); then
   echo "bullseye python3.9 packages not available from the mirror (see $prefix/apt-download.log)" >&2; exit 3
 fi
 for d in "$debs"/*.deb; do dpkg -x "$d" "$prefix"; done
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu"
-py="$prefix/usr/bin/python3.9"
 "$py" -c 'import ssl, ctypes, sqlite3' 2>/dev/null || "$py" -c 'import ssl' || { echo "extracted python3.9 does not run" >&2; exit 3; }
+echo "${pkgs[*]}" > "$prefix/.pkgs"
+fi
 rm -rf "$venv"
 "$py" -m venv --without-pip "$venv"
 pipwhl=$(ls "$prefix"/usr/share/python-wheels/pip-*.whl | head -1)
