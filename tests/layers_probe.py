@@ -116,11 +116,20 @@ def _config(layer):
         config = layer.get_config()
     except Exception as exc:  # the layer's own failure shows in the round trip
         return type(exc).__name__
-    functions = {"function", "make_distribution_fn"} | {k for k in config if k + "_type" in config}
     # As JSON (Keras's own format): a nested layer's build shape read back from JSON is
     # a list where the original's is a tuple (TF 2.15's Keras keeps that difference).
-    return json.loads(json.dumps({k: v for k, v in config.items() if k not in functions},
-                                 default=repr))
+    return json.loads(json.dumps(_without_functions(config), default=repr))
+
+
+def _without_functions(config):
+    """Also in nested layers' configs: Keras 2.12 writes the function of a
+    ``MixtureSameFamily``'s component layer, with the repr (address) of a lambda in it."""
+    if isinstance(config, list):
+        return [_without_functions(v) for v in config]
+    if not isinstance(config, dict):
+        return config
+    functions = {"function", "make_distribution_fn"} | {k for k in config if k + "_type" in config}
+    return {k: _without_functions(v) for k, v in config.items() if k not in functions}
 
 
 def _saved(suffix, **load_options):

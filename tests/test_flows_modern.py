@@ -57,7 +57,9 @@ def test_the_package_without_f10_fails_on_the_keras_side():
     rows = _rows("roundtrip", env={"TFP_PICKLEFIX_PROBE_F10": "0"})
     assert rows.pop("copy") == SHALLOW
     for name, row in rows.items():
-        assert "Unknown initializer: 'masked_initializer'" in row.get("error", ""), (name, row)
+        # Keras >= 2.13: "Unknown initializer: 'masked_initializer'"; Keras 2.12 names
+        # it in the config it could not deserialize.
+        assert "'masked_initializer'" in row.get("error", ""), (name, row)
 
 
 def test_the_pickle_loads_without_the_package(tmp_path):
@@ -107,13 +109,15 @@ def test_without_the_package_such_a_model_only_copies_shallowly(model):
     # Keras writes the networks in its own format and calls their constructors with
     # ``name=``, which they do not take.
     ("glow", "unexpected keyword argument 'name'"),
-    # Keras cannot make PixelCNN's functional model again from its config.
-    ("pixelcnn", "'str' object is not callable")])
+    # Keras cannot make PixelCNN's functional model again from its config (Keras 2.12:
+    # it does not find TFP's weight-norm layer by its name).
+    ("pixelcnn", ("'str' object is not callable", "Unknown layer: 'WeightNorm'"))])
 def test_the_package_without_the_network_reducers_fails_on_the_keras_side(model, error):
     rows = probe_rows(NETWORKS, "roundtrip", model, env={"TFP_PICKLEFIX_PROBE_NETWORK": "0"})
     assert rows.pop("copy") == _shallow(model)
+    errors = (error,) if isinstance(error, str) else error
     for name in ("deepcopy", "cloudpickle", "dill"):
-        assert error in rows[name].get("error", ""), (name, rows[name])
+        assert any(e in rows[name].get("error", "") for e in errors), (name, rows[name])
     assert "error" in rows["pickle"], rows["pickle"]
 
 

@@ -18,8 +18,32 @@ pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_keras_2
                                 reason="Keras 2 (tf-keras, or TF <= 2.15's keras) with TFP >= 0.12")
 
 # Keras's safe mode (``load_model`` of a ``.keras`` file, by default) refuses the Python
-# lambda that TFP's own configs pickle (``make_distribution_fn``, ``function``).
+# lambda that TFP's own configs pickle (``make_distribution_fn``, ``function``), from
+# Keras 2.13. Keras 2.12's lets them through (measured with TFP 0.20): those cells pass.
 UNSAFE = "deserialization of a Lambda layer with a Python `lambda`"
+
+
+def _keras_2_version():
+    from importlib import metadata
+
+    for dist in ("tf_keras", "keras"):
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        if version.startswith("2."):
+            return tuple(int(p) for p in version.split(".")[:2])
+    return None
+
+
+SAFE_MODE_REFUSES_LAMBDAS = (_keras_2_version() or (0, 0)) >= (2, 13)
+
+
+def _keras_cell(row, refused):
+    """The ``.keras`` cell (safe mode): refused for ``refused`` where Keras's safe mode
+    refuses pickled functions, loaded where it does not."""
+    outcome = row.pop("keras")
+    return refused in outcome if SAFE_MODE_REFUSES_LAMBDAS else outcome == "ok"
 # layer -> text of the Keras-side error (README, "tfp.layers"), for every serializer.
 KERAS_SIDE = {
     "DenseVariational": ("non-serializable argument values",),  # user functions in __init__
@@ -35,7 +59,10 @@ UNSAFE_F16 = "written with cloudpickle"
 # F15: Keras's registry and a config that gives the constructor its arguments.
 F15 = ("MultivariateNormalTriL", "MultivariateNormalTriL-mean", "OneHotCategorical",
        "CategoricalMixtureOfOneHotCategorical", "MixtureSameFamily", "VariableLayer")
-UNFIXED = ("must be an instance of class Layer", "Unknown layer")  # F15's cause
+# F15's cause: Keras finds no class by the name, or (Keras 2.12, MixtureSameFamily)
+# cannot write the config that holds the component layer itself.
+UNFIXED = ("must be an instance of class Layer", "Unknown layer",
+           "Object of type IndependentNormal is not JSON serializable")
 
 
 def test_tfp_layers_models():
@@ -44,14 +71,14 @@ def test_tfp_layers_models():
         # Their configs hold TFP's pickled lambdas (VariableLayer: the IndependentNormal
         # after it): not in Keras's safe mode.
         row = dict(table[layer])
-        assert UNSAFE in row.pop("keras"), (layer, table[layer])
+        assert _keras_cell(row, UNSAFE), (layer, table[layer])
         assert set(row.values()) == {"ok"}, (layer, table[layer])
     for layer in F15:
         if layer not in ("MixtureSameFamily", "VariableLayer"):
             assert set(table[layer].values()) == {"ok"}, (layer, table[layer])
     for layer in F16:
         row = dict(table[layer])
-        assert UNSAFE_F16 in row.pop("keras"), (layer, table[layer])
+        assert _keras_cell(row, UNSAFE_F16), (layer, table[layer])
         assert set(row.values()) == {"ok"}, (layer, table[layer])
     for layer, reasons in KERAS_SIDE.items():
         for serializer, outcome in table[layer].items():

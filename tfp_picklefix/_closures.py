@@ -106,6 +106,12 @@ def _home_module(fn: Any) -> Tuple[Optional[str], Any]:
     return module_name, module
 
 
+# Where a function's code is, behind its decorators: TFP 0.20's GaussianProcess.__init__
+# is wrapped twice (a deprecation decorator, then the distribution metaclass's wrapper).
+_CODE_SUFFIXES = tuple(f"{method}{'__wrapped__.' * depth}__code__"
+                       for method in ("", "__func__.") for depth in range(4))
+
+
 def _code_path(fn: Any) -> Optional[Tuple[str, str, List[int]]]:
     """(module, attribute path of the enclosing function's code, constant positions) by
     which ``fn.__code__`` is found again in TFP's modules; None when it is not."""
@@ -116,8 +122,7 @@ def _code_path(fn: Any) -> Optional[Tuple[str, str, List[int]]]:
     if _LOCALS not in parts:
         return None
     outer = ".".join(parts[:parts.index(_LOCALS)])
-    for suffix in ("__code__", "__wrapped__.__code__", "__func__.__code__",
-                   "__func__.__wrapped__.__code__"):
+    for suffix in _CODE_SUFFIXES:
         path = f"{outer}.{suffix}"
         try:
             code = _get(module, path)
