@@ -123,8 +123,8 @@ STACKS: Dict[str, dict] = {
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
         parallel=True, env=_LIGHT_ENV),
     # Opt-in stacks (``extended``, not in ``all``): each passes the whole suite, but would
-    # add 10-15 minutes to `make test`. TFP 0.20 on TF 2.12 and its Keras 2.12 (the last
-    # without Keras's safe mode for pickled lambdas), with all three substrates: TF 2.12
+    # add 10-15 minutes to `make test`. TFP 0.20 on TF 2.12 and its Keras 2.12 (whose safe
+    # mode still loads TFP's pickled lambdas), with all three substrates: TF 2.12
     # requires jax (0.4.30).
     "mid-0.20": dict(
         python="host", constraints="mid-0.20.txt", extended=True,
