@@ -13,12 +13,7 @@ export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu"
 py="$prefix/usr/bin/python3.9"
 # The prefix is fetched once: re-extracting it would replace libpython3.9 under the
 # processes of a Python 3.9 stack whose tests run while the next stack is set up.
-if [ "$(cat "$prefix/.pkgs" 2>/dev/null)" = "${pkgs[*]}" ] && "$py" -c 'import ssl' 2>/dev/null; then
-  fetched=1
-else
-  fetched=0
-fi
-if [ "$fetched" = 0 ]; then
+if [ "$(cat "$prefix/.pkgs" 2>/dev/null)" != "${pkgs[*]}" ] || ! "$py" -c 'import ssl' 2>/dev/null; then
 command -v apt-get >/dev/null || { echo "no apt-get on this machine" >&2; exit 3; }
 [ "$(uname -m)" = x86_64 ] || { echo "bullseye python3.9 bootstrap supports x86_64 only" >&2; exit 3; }
 apt_dir="$prefix/.apt"; debs="$prefix/.debs"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -99,14 +99,22 @@ def has_gpflow() -> bool:
 
 def has_keras_2() -> bool:
     """Keras 2 is here: tf-keras (TF >= 2.16), or the keras package 2.x (TF <= 2.15)."""
-    if has_module("tf_keras"):
-        return True
+    return has_module("tf_keras") or keras_2_version() is not None
+
+
+def keras_2_version() -> Optional[Tuple[int, int]]:
+    """(major, minor) of tf-keras, or else of the keras package where it is 2.x; None."""
     from importlib import metadata
 
-    try:
-        return metadata.version("keras").startswith("2.")
-    except metadata.PackageNotFoundError:
-        return False
+    for dist in ("tf_keras", "keras"):
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        if version.startswith("2."):
+            major, minor = version.split(".")[:2]
+            return int(major), int(minor)
+    return None
 
 
 def has_module(name: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import global_substrates, has_keras_2, probe_rows, run_python
+from conftest import global_substrates, has_keras_2, keras_2_version, probe_rows, run_python
 
 pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_keras_2()),
                                 reason="Keras 2 (tf-keras, or TF <= 2.15's keras) with TFP >= 0.12")
@@ -22,21 +22,7 @@ pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_keras_2
 # Keras 2.13. Keras 2.12's lets them through (measured with TFP 0.20): those cells pass.
 UNSAFE = "deserialization of a Lambda layer with a Python `lambda`"
 
-
-def _keras_2_version():
-    from importlib import metadata
-
-    for dist in ("tf_keras", "keras"):
-        try:
-            version = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-        if version.startswith("2."):
-            return tuple(int(p) for p in version.split(".")[:2])
-    return None
-
-
-SAFE_MODE_REFUSES_LAMBDAS = (_keras_2_version() or (0, 0)) >= (2, 13)
+SAFE_MODE_REFUSES_LAMBDAS = (keras_2_version() or (0, 0)) >= (2, 13)
 
 
 def _keras_cell(row, refused):
