@@ -122,8 +122,8 @@ STACKS: Dict[str, dict] = {
         packages=["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
         parallel=True, env=_LIGHT_ENV),
-    # Opt-in stacks (``extended``, not in ``all``): each passes the whole suite, but would
-    # add 10-15 minutes to `make test`. TFP 0.20 on TF 2.12 and its Keras 2.12 (whose safe
+    # Opt-in stacks (``extended``, not in ``all``): each ran the whole suite (see the
+    # README), but would add 10-15 minutes to `make test`. TFP 0.20 on TF 2.12 and its Keras 2.12 (whose safe
     # mode still loads TFP's pickled lambdas), with all three substrates: TF 2.12
     # requires jax (0.4.30).
     "mid-0.20": dict(
