@@ -30,6 +30,8 @@ def _keras_cell(row, refused):
     refuses pickled functions, loaded where it does not."""
     outcome = row.pop("keras")
     return refused in outcome if SAFE_MODE_REFUSES_LAMBDAS else outcome == "ok"
+
+
 # layer -> text of the Keras-side error (README, "tfp.layers"), for every serializer.
 KERAS_SIDE = {
     "DenseVariational": ("non-serializable argument values",),  # user functions in __init__
