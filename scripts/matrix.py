@@ -14,7 +14,6 @@ Standard library only: this runs before any environment exists.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import glob
 import hashlib
 import os
@@ -46,13 +45,18 @@ PY39_PARALLEL_WHEELS = ["pytest-xdist==3.8.0", "execnet==2.1.2"]
 # the thread-stress tests run 10 s each, the FuncGraph leak test 500 traces (a leak of
 # one graph per trace still shows as 500 graphs, against the 2 allowed). This keeps CI
 # in bounds: the 2000 traces took 4-5 minutes of both cores on each stack.
-# The coverage test leaves out pickle protocols 1, 3 and 4 there (the committed tables
-# have them): objects are reduced by the same calls under 1 as under 0 (copyreg's
-# protocol-0/1 path) and under 3 and 4 as under 2 (object.__reduce_ex__'s __newobj__
-# path; 5 is kept for NumPy's pickle-5 arrays). Each serializer costs about the same
-# (a round trip, then the object's values again): 7 of 10 columns, 30 % less time.
+# The coverage test runs 5 of its 10 serializers there (the committed tables have them
+# all): pickle protocol 0 (copyreg's protocol-0/1 path), 5 (object.__reduce_ex__'s
+# __newobj__ path, the one of protocols 2-4 too, and NumPy's pickle-5 arrays), copy,
+# deepcopy and cloudpickle; not 1-4, nor dill (a Pickler subclass as cloudpickle's, which
+# asks the package's reducers the same way). Each serializer costs about the same (a
+# round trip, then the object's values again): half the time of all ten.
 _LIGHT_ENV = {"TFP_PICKLEFIX_THREAD_SECONDS": "10", "TFP_PICKLEFIX_LEAK_TRACES": "500",
-              "TFP_PICKLEFIX_COVERAGE_SERIALIZERS": "pickle0,pickle2,pickle5,copy,deepcopy,cloudpickle,dill"}
+              "TFP_PICKLEFIX_COVERAGE_SERIALIZERS": "pickle0,pickle5,copy,deepcopy,cloudpickle"}
+# Nor do those stacks run the benchmark runner's tests (test_benchmarks.py): `make bench`
+# runs on modern and jax-nightly, `make bench-legacy` on the legacy stacks, where they
+# run. Its tests took 10 minutes of a core on each (about 5 of CI's).
+_LIGHT_TESTS = ["tests", "--ignore", "tests/test_benchmarks.py"]
 
 
 def _mid_py39(constraints: str, tests: List[str]) -> dict:
@@ -99,8 +103,8 @@ STACKS: Dict[str, dict] = {
     # cannot trace TFP's distribution layers, with the package as without it (README);
     # and but the tests that TFP's Keras networks fail without the package with newer
     # Keras's errors (Keras 2.9 fails otherwise; the round trips with it run).
-    "mid-0.17": _mid_py39("mid-0.17.txt", [
-        "tests", "--ignore", "tests/test_layers.py",
+    "mid-0.17": _mid_py39("mid-0.17.txt", _LIGHT_TESTS + [
+        "--ignore", "tests/test_layers.py",
         "--deselect", "tests/test_flows_modern.py::test_the_package_without_f10_fails_on_the_keras_side",
         "--deselect", "tests/test_flows_modern.py::test_without_the_package_such_a_model_only_copies_shallowly[pixelcnn]",
         "--deselect", "tests/test_flows_modern.py::test_the_package_without_the_network_reducers_fails_on_the_keras_side"]),
@@ -121,7 +125,7 @@ STACKS: Dict[str, dict] = {
         python="host", constraints="mid-0.23.txt",
         packages=["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
-        parallel=True, env=_LIGHT_ENV),
+        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
     # Opt-in stacks (``extended``, not in ``all``): each ran the whole suite (see the
     # README), but would add 10-15 minutes to `make test`. TFP 0.20 on TF 2.12 and its Keras 2.12 (whose safe
     # mode still loads TFP's pickled lambdas), with all three substrates: TF 2.12
@@ -130,13 +134,13 @@ STACKS: Dict[str, dict] = {
         python="host", constraints="mid-0.20.txt", extended=True,
         packages=["tensorflow", "tensorflow-probability", "gpflow", "jax", "jaxlib"] + TEST_TOOLS
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
-        parallel=True, env=_LIGHT_ENV),
+        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
     # The first TFP on tf-keras (TF 2.16 ships Keras 3).
     "mid-0.24": dict(
         python="host", constraints="mid-0.24.txt", extended=True,
         packages=["tensorflow", "tensorflow-probability", "tf-keras", "gpflow"] + TEST_TOOLS
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
-        parallel=True, env=dict(_LIGHT_ENV, TF_USE_LEGACY_KERAS="1")),
+        parallel=True, tests=_LIGHT_TESTS, env=dict(_LIGHT_ENV, TF_USE_LEGACY_KERAS="1")),
     # The same TF/TFP on the newest Python TF 2.21 supports, with NumPy 2 (the modern
     # stack has NumPy 1.26: GPflow 2.11 requires numpy < 2, which has no Python 3.13
     # wheels, so there is no GPflow here). scipy: TFP's NumPy substrate loads it lazily.
@@ -144,7 +148,7 @@ STACKS: Dict[str, dict] = {
         python="3.13", constraints="modern-py313.txt",
         packages=["tensorflow", "tensorflow-probability", "tf-keras", "scipy"] + TEST_TOOLS
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
-        parallel=True, env=dict(_LIGHT_ENV, TF_USE_LEGACY_KERAS="1")),
+        parallel=True, tests=_LIGHT_TESTS, env=dict(_LIGHT_ENV, TF_USE_LEGACY_KERAS="1")),
     # TFP's JAX and NumPy substrates need no TensorFlow (and jaxlib must not share a
     # process with TF 2.21: both bundle MLIR). tfp-nightly: TFP 0.25's JAX substrate
     # does not run on jax >= 0.5.
@@ -188,7 +192,7 @@ def python_of(stack: str) -> str:
 
 def _stamp(stack: str) -> str:
     spec = STACKS[stack]
-    h = hashlib.sha256(repr(sorted((k, v) for k, v in spec.items() if k != "env")).encode())
+    h = hashlib.sha256(repr(sorted((k, v) for k, v in spec.items() if k not in ("env", "tests"))).encode())
     with open(os.path.join(ROOT, "constraints", spec["constraints"]), "rb") as f:
         h.update(f.read())
     for shim in spec.get("shims", []):
@@ -310,21 +314,18 @@ _SUMMARY = re.compile(
     r"^(?:=+ )?(\d+ (?:passed|failed|skipped|errors?|deselected).* in [\d.]+s.*?|no tests ran.*?)(?: =+)?\s*$")
 
 
-def test(stack: str, venv: Optional[concurrent.futures.Future[None]] = None) -> Tuple[str, str]:
-    """Returns (PASS|FAIL|SKIP, detail). ``venv``: the stack's :func:`make_venv`, already
-    started (see :func:`main`); None makes it here."""
+def test(stack: str) -> Tuple[str, str]:
+    """Makes the stack's venv, installs the package, runs the tests: returns
+    (PASS|FAIL|SKIP, detail)."""
     start = time.time()
     try:
-        if venv is None:
-            make_venv(stack)
-        else:
-            venv.result()
-        install_package(stack)
+        setup(stack)
     except Skip as exc:
         if STACKS[stack].get("required"):
             return "FAIL", f"could not install the required default stack: {exc}"
         return "SKIP", str(exc).splitlines()[0] + (
             "\n" + "\n".join("    " + l for l in str(exc).splitlines()[1:]) if "\n" in str(exc) else "")
+    set_up = time.time()
     os.makedirs(LOGS, exist_ok=True)
     logfile = os.path.join(LOGS, f"{stack}.log")
     selection = STACKS[stack].get("tests", ["tests"])
@@ -343,12 +344,12 @@ def test(stack: str, venv: Optional[concurrent.futures.Future[None]] = None) -> 
             if m:
                 summary = m.group(1)
         code = proc.wait()
-    took = f"{time.time() - start:.0f}s"
+    took = f"stack {time.time() - start:.0f}s: setup {set_up - start:.0f}s, tests {time.time() - set_up:.0f}s"
     if code == 0:
-        return "PASS", f"{summary} (stack {took})"
+        return "PASS", f"{summary} ({took})"
     if code == 5:
-        return "FAIL", f"pytest collected no tests (exit 5) (stack {took})"
-    return "FAIL", f"pytest exit {code}: {summary} (log: {os.path.relpath(logfile, ROOT)}) (stack {took})"
+        return "FAIL", f"pytest collected no tests (exit 5) ({took})"
+    return "FAIL", f"pytest exit {code}: {summary} (log: {os.path.relpath(logfile, ROOT)}) ({took})"
 
 
 def demo(stack: str) -> int:
@@ -411,17 +412,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(f"SKIP {stack}: {exc}")
         return 0
     results = []
-    # Each stack's venv is made while the stack before it runs its tests: installing
-    # (mostly unpacking and byte-compiling) took 25-60 s a stack, 7.5 minutes of CI's
-    # 65. One at a time (one worker), in this order, one stack ahead; the package is
-    # installed just before the tests.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        venvs = [pool.submit(make_venv, stack) for stack in stacks[:1]]
-        for i, stack in enumerate(stacks):
-            log(f"===== {stack} =====")
-            if i + 1 < len(stacks):  # queued behind this stack's own, if still running
-                venvs.append(pool.submit(make_venv, stacks[i + 1]))
-            results.append((stack,) + test(stack, venvs[i]))
+    # One stack at a time, its venv made just before its tests. (Stop 27 made the next
+    # stack's venv during the tests: the tests beside it ran up to 3 times slower, and
+    # CI took 82 minutes against 69.)
+    for stack in stacks:
+        log(f"===== {stack} =====")
+        results.append((stack,) + test(stack))
     print("\n==================== tfp-picklefix test matrix ====================")
     for stack, verdict, detail in results:
         sep = ":" if verdict == "SKIP" else ""
