@@ -98,13 +98,11 @@ STACKS: Dict[str, dict] = {
         "tests/test_closures_modern.py::test_a_closure_over_a_module_is_written_with_the_module_by_name",
         "tests/test_closures_modern.py::test_a_tfp_kernel_with_a_closure_over_a_module_round_trips"]),
     # The middle of the range (TF 2.9: Trackable with _trackable_children, still in
-    # tensorflow.python.training.tracking; Keras 2.9; NumPy 1.26; wrapt 2). The whole suite
-    # but tfp.layers, whose models Keras 2.9 pickles and copies as SavedModels, which
-    # cannot trace TFP's distribution layers, with the package as without it (README);
-    # and but the tests that TFP's Keras networks fail without the package with newer
-    # Keras's errors (Keras 2.9 fails otherwise; the round trips with it run).
+    # tensorflow.python.training.tracking; Keras 2.9, which pickles models as SavedModels:
+    # F17; NumPy 1.26; wrapt 2). The whole suite but the tests that TFP's Keras networks
+    # fail without the package with newer Keras's errors (Keras 2.9 fails otherwise; the
+    # round trips with it run).
     "mid-0.17": _mid_py39("mid-0.17.txt", _LIGHT_TESTS + [
-        "--ignore", "tests/test_layers.py",
         "--deselect", "tests/test_flows_modern.py::test_the_package_without_f10_fails_on_the_keras_side",
         "--deselect", "tests/test_flows_modern.py::test_without_the_package_such_a_model_only_copies_shallowly[pixelcnn]",
         "--deselect", "tests/test_flows_modern.py::test_the_package_without_the_network_reducers_fails_on_the_keras_side"]),

@@ -140,9 +140,17 @@ def _saved(suffix, **load_options):
     return roundtrip
 
 
+def _has_safe_mode():
+    import inspect
+
+    return "safe_mode" in inspect.signature(keras.models.load_model).parameters
+
+
+# Keras before 2.12 has no safe mode (and writes ``.keras`` as HDF5): no "keras-trusted".
 SERIALIZERS = [("pickle", lambda o: pickle.loads(pickle.dumps(o))), ("copy", copy.copy),
-               ("deepcopy", copy.deepcopy), ("keras", _saved(".keras")),
-               ("keras-trusted", _saved(".keras", safe_mode=False)), ("h5", _saved(".h5"))]
+               ("deepcopy", copy.deepcopy), ("keras", _saved(".keras"))] + (
+    [("keras-trusted", _saved(".keras", safe_mode=False))] if _has_safe_mode() else []) + [
+    ("h5", _saved(".h5"))]
 
 
 def main():

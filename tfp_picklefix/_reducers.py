@@ -110,6 +110,10 @@ F16 ``tfp.layers`` variational layers (``DenseFlipout``, ...): not registered wi
     which cannot carry TFP's default posterior (a closure over functions): they are
     registered and their functions written with TFP's cloudpickle helper
     (``_keras_layers``).
+F17 Keras 2.6-2.11 models holding a ``tfp.layers`` distribution layer: Keras pickles and
+    copies a model as a SavedModel, which cannot trace those layers' calls; such a model
+    is written in Keras's HDF5 format instead, read back by Keras's ``load_model``
+    (``_keras_models``).
 """
 from __future__ import annotations
 
@@ -122,7 +126,7 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import _hooks, _keras_layers
+from . import _hooks, _keras_layers, _keras_models
 from ._closures import TF_TRACKING, _CALL, _Call, keras_layer, module_name, written_by_reference
 
 _TFP_PREFIX = "tensorflow_probability"
@@ -1246,6 +1250,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
     if prefix == _TF_PREFIX:
         steps.extend(_keras_layers.plan(prefix))  # F15, F16
+        steps.extend(_keras_models.plan(prefix))  # F17
     steps.extend(_detached_submodules(prefix))  # F5
     steps.extend(_misnamed_classes(prefix))  # F1b
     return steps

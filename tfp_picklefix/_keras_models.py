@@ -1,0 +1,169 @@
+"""F17: Keras 2.6-2.11 models that hold TFP's distribution layers.
+
+Those Keras releases pickle, copy and deep-copy a built model by saving it as a
+SavedModel (``keras.saving.pickle_utils``), which traces each layer's call in a graph.
+A TFP distribution layer's call cannot be traced there (``OperatorNotAllowedInGraphError:
+Iterating over a symbolic tf.Tensor is not allowed``), so no model holding one
+(``IndependentNormal``, ``DistributionLambda``, ...) could be pickled or copied, with or
+without the rest of this package. Keras's HDF5 format writes such a model (config,
+weights, training configuration) and reads it back.
+
+Which Keras, by feature: its ``Model.__reduce__`` writes the model through
+``pickle_utils.serialize_model_as_bytecode``, and that module has no ``saving_lib``
+(Keras 2.12 and later write a ``.keras`` file there, which works). Which models: built
+ones holding a ``tfp.layers`` ``DistributionLambda``; a model Keras cannot write in
+HDF5 (a subclassed ``Model``) keeps Keras's own reduction. Such a model is written as:
+import ``tfp.layers`` (TFP's layers register with Keras on import), then Keras's own
+``load_model`` of an HDF5 file in memory (``h5py`` over ``io.BytesIO``) holding what
+Keras's ``model.save`` wrote. The pickle names only Keras, h5py, io and importlib: it
+loads without this package, but for the layers that only it registers (F15), as their
+HDF5 files do. Nothing else changes: the model's ``__reduce__`` and ``__deepcopy__``
+(which Keras's ``__copy__`` calls) on Keras's ``Model``, for those models only.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from ._closures import _Call, module_name
+from ._record import RECORD
+
+_LAYERS = "layers.distribution_layer"  # relative to the TF substrate's prefix
+
+
+def _original(cls: type, name: str) -> Any:
+    """``cls``'s own ``name`` as Keras defined it (before this package), or None."""
+    try:
+        value = RECORD.get_original(cls, name)
+    except AttributeError:
+        return None
+    return value if name in vars(cls) else None
+
+
+def saved_model_pickle_utils(model_cls: type) -> Any:
+    """F17's cause: Keras's ``pickle_utils`` where ``model_cls.__reduce__`` writes a model
+    as a SavedModel through it (Keras 2.6-2.11); else None."""
+    reduce = _original(model_cls, "__reduce__")
+    code = getattr(reduce, "__code__", None)
+    if code is None or "serialize_model_as_bytecode" not in code.co_names:
+        return None
+    utils = getattr(reduce, "__globals__", {}).get("pickle_utils")
+    if utils is None or hasattr(utils, "saving_lib"):
+        return None
+    load_model = getattr(getattr(utils, "save_module", None), "load_model", None)
+    return utils if callable(load_model) else None
+
+
+def _owner(model: Any) -> Optional[type]:
+    """The class in ``model``'s MRO that holds F17's replacement."""
+    for klass in type(model).__mro__:
+        if vars(klass).get("__reduce__") is model_reduce:
+            return klass
+    return None
+
+
+def _holds_distribution_layer(model: Any) -> bool:
+    layer_types = tuple(getattr(module, "DistributionLambda") for name, module in
+                        list(sys.modules.items()) if name.endswith("." + _LAYERS)
+                        and module is not None and hasattr(module, "DistributionLambda"))
+    if not layer_types:
+        return False
+    try:
+        submodules = model.submodules
+    except Exception:
+        return False
+    return any(isinstance(m, layer_types) for m in submodules)
+
+
+def _graph_network(model: Any) -> bool:
+    """Whether Keras writes ``model`` in HDF5: a Functional model or a Sequential."""
+    if getattr(model, "_is_graph_network", False):
+        return True
+    return any(klass.__qualname__ == "Sequential" and module_name(klass).split(".")[0] == "keras"
+               for klass in type(model).__mro__)
+
+
+def _hdf5(model: Any) -> Optional[Tuple[Any, bytes, str]]:
+    """(Keras's ``load_model``, the model in Keras's HDF5 format, the ``tfp.layers``
+    module to import first), or None where Keras's own reduction is left to run."""
+    owner = _owner(model)
+    utils = saved_model_pickle_utils(owner) if owner is not None else None
+    if utils is None or not getattr(model, "built", False) or not _holds_distribution_layer(model):
+        return None
+    try:
+        import io
+
+        import h5py
+    except ImportError:
+        return None
+    if not _graph_network(model):  # a subclassed Model: Keras writes it only as a SavedModel
+        return None
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as f:
+        # Given an h5py.File, Keras writes its HDF5 format. Its errors are the model's
+        # own (a layer without a config), which the SavedModel hid behind its trace's.
+        model.save(f)
+    layers = [name for name in sys.modules if name.endswith("." + _LAYERS)
+              and name.startswith("tensorflow_probability.")]
+    package = (layers[0].rsplit(".", 1)[0] if layers else "tensorflow_probability.python.layers")
+    return utils.save_module.load_model, buffer.getvalue(), package
+
+
+def _load(load_model: Any, data: bytes) -> Any:
+    import io
+
+    import h5py
+
+    return load_model(h5py.File(io.BytesIO(data), "r"))
+
+
+def model_reduce(self: Any) -> Any:
+    """``__reduce__`` for Keras 2.6-2.11's ``Model`` (F17): a model holding a TFP
+    distribution layer is written as Keras's ``load_model`` of its HDF5 file, after
+    ``tfp.layers`` is imported; other models as Keras writes them."""
+    written = _hdf5(self)
+    if written is None:
+        return _original(_owner(self) or type(self), "__reduce__")(self)
+    load_model, data, package = written
+    import importlib
+    import io
+    import operator
+
+    import h5py
+
+    steps = (_Call((importlib.import_module, (package,))),
+             _Call((load_model, (_Call((h5py.File, (_Call((io.BytesIO, (data,))), "r"))),))))
+    return operator.itemgetter(1), (steps,)
+
+
+def model_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
+    """``__deepcopy__`` for the same ``Model`` (Keras's ``__copy__`` calls it too): a
+    model holding a TFP distribution layer is copied through its HDF5 file."""
+    written = _hdf5(self)
+    if written is None:
+        return _original(_owner(self) or type(self), "__deepcopy__")(self, memo)
+    load_model, data, _ = written
+    new = _load(load_model, data)
+    memo[id(self)] = new
+    return new
+
+
+def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
+    """F17's steps for the TF substrate whose modules start with ``prefix``: Keras's
+    ``Model.__reduce__`` and ``__deepcopy__``, where Keras writes a model as a
+    SavedModel to pickle or copy it."""
+    from ._keras_layers import _keras_of
+
+    keras = _keras_of(sys.modules.get(f"{prefix}.{_LAYERS}"))
+    model_cls = getattr(keras, "Model", None)
+    if not isinstance(model_cls, type):
+        return []
+    for klass in model_cls.__mro__:  # tf.keras.Model is Keras's training.Model
+        if "__reduce__" in vars(klass) and module_name(klass).split(".")[0] == "keras":
+            model_cls = klass
+            break
+    else:
+        return []
+    if saved_model_pickle_utils(model_cls) is None or _original(model_cls, "__deepcopy__") is None:
+        return []
+    return [(model_cls, "__reduce__", model_reduce), (model_cls, "__deepcopy__", model_deepcopy)]
