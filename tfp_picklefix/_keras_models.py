@@ -62,10 +62,16 @@ def _owner(model: Any) -> Optional[type]:
     return None
 
 
+def _layer_modules() -> Dict[str, Any]:
+    """The imported ``tfp.layers`` distribution-layer modules (of TFP and its substrates),
+    by name."""
+    return {name: module for name, module in list(sys.modules.items())
+            if name.endswith("." + _LAYERS) and module is not None}
+
+
 def _holds_distribution_layer(model: Any) -> bool:
-    layer_types = tuple(getattr(module, "DistributionLambda") for name, module in
-                        list(sys.modules.items()) if name.endswith("." + _LAYERS)
-                        and module is not None and hasattr(module, "DistributionLambda"))
+    layer_types = tuple(module.DistributionLambda for module in _layer_modules().values()
+                        if hasattr(module, "DistributionLambda"))
     if not layer_types:
         return False
     try:
@@ -103,8 +109,7 @@ def _hdf5(model: Any) -> Optional[Tuple[Any, bytes, str]]:
         # Given an h5py.File, Keras writes its HDF5 format. Its errors are the model's
         # own (a layer without a config), which the SavedModel hid behind its trace's.
         model.save(f)
-    layers = [name for name in sys.modules if name.endswith("." + _LAYERS)
-              and name.startswith("tensorflow_probability.")]
+    layers = [name for name in _layer_modules() if name.startswith("tensorflow_probability.")]
     package = (layers[0].rsplit(".", 1)[0] if layers else "tensorflow_probability.python.layers")
     return utils.save_module.load_model, buffer.getvalue(), package
 
