@@ -1,16 +1,21 @@
-"""F17: Keras 2.6-2.11 models that hold TFP's distribution layers.
+"""F17: Keras 2.7-2.11 models that hold TFP's distribution layers.
 
-Those Keras releases pickle, copy and deep-copy a built model by saving it as a
-SavedModel (``keras.saving.pickle_utils``), which traces each layer's call in a graph.
-A TFP distribution layer's call cannot be traced there (``OperatorNotAllowedInGraphError:
-Iterating over a symbolic tf.Tensor is not allowed``), so no model holding one
-(``IndependentNormal``, ``DistributionLambda``, ...) could be pickled or copied, with or
+Those Keras releases pickle, copy and deep-copy a built model through
+``keras.saving.pickle_utils``, in a format that cannot hold TFP's distribution layers.
+Keras 2.7-2.10 save it as a SavedModel, which traces each layer's call in a graph, and
+a TFP distribution layer's call cannot be traced there
+(``OperatorNotAllowedInGraphError: Iterating over a symbolic tf.Tensor is not
+allowed``). Keras 2.11 writes it in the first (experimental) ``.keras`` format, whose
+serializer refuses a Python lambda, and the config of most of TFP's distribution layers
+holds one (``IndependentNormal``'s: ``TypeError: `lambda` objects cannot be
+serialized``). So no model holding such a layer could be pickled or copied, with or
 without the rest of this package. Keras's HDF5 format writes such a model (config,
 weights, training configuration) and reads it back.
 
 Which Keras, by feature: its ``Model.__reduce__`` writes the model through
-``pickle_utils.serialize_model_as_bytecode``, and that module has no ``saving_lib``
-(Keras 2.12 and later write a ``.keras`` file there, which works). Which models: built
+``pickle_utils.serialize_model_as_bytecode``, and either that module has no
+``saving_lib`` (a SavedModel), or its ``saving_lib``'s serializer raises on a lambda
+(Keras 2.12 and later write a lambda in their ``.keras`` files, which works). Which models: built
 ones holding a ``tfp.layers`` ``DistributionLambda``; a model Keras cannot write in
 HDF5 (a subclassed ``Model``) keeps Keras's own reduction. Such a model is written as:
 import ``tfp.layers`` (TFP's layers register with Keras on import), then Keras's own
@@ -40,18 +45,49 @@ def _original(cls: type, name: str) -> Any:
     return value if name in vars(cls) else None
 
 
-def saved_model_pickle_utils(model_cls: type) -> Any:
-    """F17's cause: Keras's ``pickle_utils`` where ``model_cls.__reduce__`` writes a model
-    as a SavedModel through it (Keras 2.6-2.11); else None."""
+# Keras's Model class (where F17 applies) -> Keras's ``load_model``, which reads HDF5.
+_LOADERS: Dict[type, Any] = {}
+
+
+def _refuses_lambdas(saving_lib: Any) -> bool:
+    """Whether the serializer of Keras's ``saving_lib`` raises on a Python lambda (the
+    experimental ``.keras`` format of Keras 2.11; later ones write it)."""
+    serialize = getattr(saving_lib, "serialize_keras_object", None)
+    if not callable(serialize):
+        return False
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            serialize(lambda x: x)
+    except TypeError:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+def hdf5_loader(model_cls: type) -> Any:
+    """F17's cause: Keras's ``load_model`` (which reads Keras's HDF5 format) where
+    ``model_cls.__reduce__`` writes a model, through ``pickle_utils``, as a SavedModel
+    (Keras 2.7-2.10) or in a format that refuses lambdas (Keras 2.11); else None."""
     reduce = _original(model_cls, "__reduce__")
     code = getattr(reduce, "__code__", None)
     if code is None or "serialize_model_as_bytecode" not in code.co_names:
         return None
     utils = getattr(reduce, "__globals__", {}).get("pickle_utils")
-    if utils is None or hasattr(utils, "saving_lib"):
+    if utils is None:
         return None
-    load_model = getattr(getattr(utils, "save_module", None), "load_model", None)
-    return utils if callable(load_model) else None
+    saving_lib = getattr(utils, "saving_lib", None)
+    if saving_lib is None:  # a SavedModel, through Keras's save module
+        load_model = getattr(getattr(utils, "save_module", None), "load_model", None)
+    elif _refuses_lambdas(saving_lib):  # Keras's public load_model reads HDF5 too
+        models = sys.modules.get(module_name(model_cls).split(".")[0] + ".models")
+        load_model = getattr(models, "load_model", None)
+    else:
+        return None
+    return load_model if callable(load_model) else None
 
 
 def _owner(model: Any) -> Optional[type]:
@@ -93,8 +129,8 @@ def _hdf5(model: Any) -> Optional[Tuple[Any, bytes, str]]:
     """(Keras's ``load_model``, the model in Keras's HDF5 format, the ``tfp.layers``
     module to import first), or None where Keras's own reduction is left to run."""
     owner = _owner(model)
-    utils = saved_model_pickle_utils(owner) if owner is not None else None
-    if utils is None or not getattr(model, "built", False) or not _holds_distribution_layer(model):
+    load_model = _LOADERS.get(owner) if owner is not None else None
+    if load_model is None or not getattr(model, "built", False) or not _holds_distribution_layer(model):
         return None
     try:
         import io
@@ -102,16 +138,16 @@ def _hdf5(model: Any) -> Optional[Tuple[Any, bytes, str]]:
         import h5py
     except ImportError:
         return None
-    if not _graph_network(model):  # a subclassed Model: Keras writes it only as a SavedModel
+    if not _graph_network(model):  # a subclassed Model: Keras writes no HDF5 of it
         return None
     buffer = io.BytesIO()
     with h5py.File(buffer, "w") as f:
         # Given an h5py.File, Keras writes its HDF5 format. Its errors are the model's
-        # own (a layer without a config), which the SavedModel hid behind its trace's.
+        # own (a layer without a config), which the other format hid behind its own.
         model.save(f)
     layers = [name for name in _layer_modules() if name.startswith("tensorflow_probability.")]
     package = (layers[0].rsplit(".", 1)[0] if layers else "tensorflow_probability.python.layers")
-    return utils.save_module.load_model, buffer.getvalue(), package
+    return load_model, buffer.getvalue(), package
 
 
 def _load(load_model: Any, data: bytes) -> Any:
@@ -123,7 +159,7 @@ def _load(load_model: Any, data: bytes) -> Any:
 
 
 def model_reduce(self: Any) -> Any:
-    """``__reduce__`` for Keras 2.6-2.11's ``Model`` (F17): a model holding a TFP
+    """``__reduce__`` for Keras 2.7-2.11's ``Model`` (F17): a model holding a TFP
     distribution layer is written as Keras's ``load_model`` of its HDF5 file, after
     ``tfp.layers`` is imported; other models as Keras writes them."""
     written = _hdf5(self)
@@ -155,8 +191,8 @@ def model_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
 
 def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
     """F17's steps for the TF substrate whose modules start with ``prefix``: Keras's
-    ``Model.__reduce__`` and ``__deepcopy__``, where Keras writes a model as a
-    SavedModel to pickle or copy it."""
+    ``Model.__reduce__`` and ``__deepcopy__``, where Keras writes a model in a format
+    that cannot hold TFP's distribution layers to pickle or copy it."""
     from ._keras_layers import _keras_of
 
     keras = _keras_of(sys.modules.get(f"{prefix}.{_LAYERS}"))
@@ -169,6 +205,8 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
             break
     else:
         return []
-    if saved_model_pickle_utils(model_cls) is None or _original(model_cls, "__deepcopy__") is None:
+    load_model = hdf5_loader(model_cls)
+    if load_model is None or _original(model_cls, "__deepcopy__") is None:
         return []
+    _LOADERS[model_cls] = load_model
     return [(model_cls, "__reduce__", model_reduce), (model_cls, "__deepcopy__", model_deepcopy)]

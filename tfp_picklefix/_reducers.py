@@ -110,9 +110,10 @@ F16 ``tfp.layers`` variational layers (``DenseFlipout``, ...): not registered wi
     which cannot carry TFP's default posterior (a closure over functions): they are
     registered and their functions written with TFP's cloudpickle helper
     (``_keras_layers``).
-F17 Keras 2.6-2.11 models holding a ``tfp.layers`` distribution layer: Keras pickles and
-    copies a model as a SavedModel, which cannot trace those layers' calls; such a model
-    is written in Keras's HDF5 format instead, read back by Keras's ``load_model``
+F17 Keras 2.7-2.11 models holding a ``tfp.layers`` distribution layer: Keras pickles and
+    copies a model as a SavedModel, which cannot trace those layers' calls (2.7-2.10), or
+    in a format that refuses the lambdas in their configs (2.11); such a model is written
+    in Keras's HDF5 format instead, read back by Keras's ``load_model``
     (``_keras_models``).
 """
 from __future__ import annotations
