@@ -59,15 +59,42 @@ _LIGHT_ENV = {"TFP_PICKLEFIX_THREAD_SECONDS": "10", "TFP_PICKLEFIX_LEAK_TRACES":
 _LIGHT_TESTS = ["tests", "--ignore", "tests/test_benchmarks.py"]
 
 
-def _mid_py39(constraints: str, tests: List[str]) -> dict:
-    """A stack of TFP >= 0.12 on Python 3.9 (TF 2.5, 2.9): joblib and pytest-xdist from
-    the host's pip, the lighter load tests, ``tests`` as its selection. Always left out:
-    GPflow's frozen model does not save as a SavedModel on those TFs (GPflow 2.2 on TF
-    2.5, 2.5 on 2.9), with or without the package."""
+def _mid_py39(constraints: str, tests: List[str], frozen_model_saves: bool = False) -> dict:
+    """A stack of TFP >= 0.12 on Python 3.9 (TF 2.5-2.11): joblib and pytest-xdist from
+    the host's pip, the lighter load tests, ``tests`` as its selection. Left out unless
+    ``frozen_model_saves``: GPflow's frozen model does not save as a SavedModel on the
+    older TFs (GPflow 2.2 on TF 2.5, 2.5 on 2.9, 2.11 on TF 2.6), with or without the
+    package (GPflow 2.11's does on TF 2.10 and 2.11)."""
+    deselect = [] if frozen_model_saves else [
+        "--deselect", "tests/test_models_modern.py::test_checkpoint_of_the_original_restores_into_the_unpickled_copy"]
     return dict(python="py39", constraints=constraints, packages=LEGACY_PACKAGES,
                 host_wheels=["joblib==1.5.3"] + PY39_PARALLEL_WHEELS, parallel=True,
-                env=_LIGHT_ENV, tests=tests + [
-                    "--deselect", "tests/test_models_modern.py::test_checkpoint_of_the_original_restores_into_the_unpickled_copy"])
+                env=_LIGHT_ENV, tests=tests + deselect)
+
+
+# What the stacks of TFP 0.12-0.16 run (on TF 2.5-2.8): the cache, the patching
+# machinery, GPflow models, and the reducers' tests written for them; the other tests
+# build objects and use functions that those releases do not have.
+_MID_SELECTION = [
+    "tests/test_import.py", "tests/test_lifecycle.py", "tests/test_cli.py",
+    "tests/test_hot_path.py", "tests/test_cache_conformance.py",
+    "tests/test_cache_defects.py", "tests/test_cache_modes.py",
+    "tests/test_cache_bookkeeping.py", "tests/test_upstream_diff.py",
+    "tests/test_seed.py", "tests/test_fresh_process.py",
+    "tests/test_models_modern.py", "tests/test_coverage.py", "tests/test_diagnose.py",
+    "tests/test_modern_pickling.py::test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict_or_a_tuple",
+    "tests/test_modern_pickling.py::test_a_rebuild_never_loses_the_weights_of_a_keras_model",
+    "tests/test_modern_pickling.py::test_jax_and_numpy_objects_ship_to_worker_processes",
+    "tests/test_closures_modern.py::test_a_closure_over_a_module_is_written_with_the_module_by_name",
+    "tests/test_closures_modern.py::test_a_tfp_kernel_with_a_closure_over_a_module_round_trips"]
+
+
+# Keras 2.7-2.10 (which pickle a model as a SavedModel): TFP's Keras networks fail
+# without the package there otherwise than with later Keras (the round trips with it run).
+_KERAS_SAVED_MODEL_DESELECT = [
+    "--deselect", "tests/test_flows_modern.py::test_the_package_without_f10_fails_on_the_keras_side",
+    "--deselect", "tests/test_flows_modern.py::test_without_the_package_such_a_model_only_copies_shallowly[pixelcnn]",
+    "--deselect", "tests/test_flows_modern.py::test_the_package_without_the_network_reducers_fails_on_the_keras_side"]
 
 
 STACKS: Dict[str, dict] = {
@@ -85,27 +112,13 @@ STACKS: Dict[str, dict] = {
     # (its wrapt 1.12 builds here without its C extension). A selection: the cache, the
     # patching machinery, GPflow models, and the reducers' tests written for it; the
     # other modern tests build objects and use functions that TFP 0.12 does not have.
-    "mid-0.12": _mid_py39("mid-0.12.txt", [
-        "tests/test_import.py", "tests/test_lifecycle.py", "tests/test_cli.py",
-        "tests/test_hot_path.py", "tests/test_cache_conformance.py",
-        "tests/test_cache_defects.py", "tests/test_cache_modes.py",
-        "tests/test_cache_bookkeeping.py", "tests/test_upstream_diff.py",
-        "tests/test_seed.py", "tests/test_fresh_process.py",
-        "tests/test_models_modern.py", "tests/test_coverage.py", "tests/test_diagnose.py",
-        "tests/test_modern_pickling.py::test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict_or_a_tuple",
-        "tests/test_modern_pickling.py::test_a_rebuild_never_loses_the_weights_of_a_keras_model",
-        "tests/test_modern_pickling.py::test_jax_and_numpy_objects_ship_to_worker_processes",
-        "tests/test_closures_modern.py::test_a_closure_over_a_module_is_written_with_the_module_by_name",
-        "tests/test_closures_modern.py::test_a_tfp_kernel_with_a_closure_over_a_module_round_trips"]),
+    "mid-0.12": _mid_py39("mid-0.12.txt", _MID_SELECTION),
     # The middle of the range (TF 2.9: Trackable with _trackable_children, still in
     # tensorflow.python.training.tracking; Keras 2.9, which pickles models as SavedModels:
     # F17; NumPy 1.26; wrapt 2). The whole suite but the tests that TFP's Keras networks
     # fail without the package with newer Keras's errors (Keras 2.9 fails otherwise; the
     # round trips with it run).
-    "mid-0.17": _mid_py39("mid-0.17.txt", _LIGHT_TESTS + [
-        "--deselect", "tests/test_flows_modern.py::test_the_package_without_f10_fails_on_the_keras_side",
-        "--deselect", "tests/test_flows_modern.py::test_without_the_package_such_a_model_only_copies_shallowly[pixelcnn]",
-        "--deselect", "tests/test_flows_modern.py::test_the_package_without_the_network_reducers_fails_on_the_keras_side"]),
+    "mid-0.17": _mid_py39("mid-0.17.txt", _LIGHT_TESTS + _KERAS_SAVED_MODEL_DESELECT),
     "legacy-0.10": dict(python="py39", constraints="legacy-0.10.txt", packages=LEGACY_PACKAGES,
                         shims=["tfp_legacy_tf_shim"], host_wheels=PY39_PARALLEL_WHEELS,
                         parallel=True),
@@ -139,6 +152,31 @@ STACKS: Dict[str, dict] = {
         packages=["tensorflow", "tensorflow-probability", "tf-keras", "gpflow"] + TEST_TOOLS
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
         parallel=True, tests=_LIGHT_TESTS, env=dict(_LIGHT_ENV, TF_USE_LEGACY_KERAS="1")),
+    # More opt-in stacks: the releases between the ones above, each with its own TF and
+    # that TF's Keras, and the GPflow pip resolves for it (2.11.2 on all four).
+    # TFP 0.13 on TF 2.5 (as mid-0.12), TFP 0.14 on TF 2.6 (the first TF whose Keras is
+    # the separate `keras` package, 2.6, and the first Keras that pickles a model as a
+    # SavedModel: F17), TFP 0.15 on TF 2.7, 0.16 on 2.8, 0.18 on 2.10, and 0.19 on TF
+    # 2.11 (Keras 2.11, the last that pickles a model as a SavedModel).
+    "mid-0.13": dict(_mid_py39("mid-0.13.txt", _MID_SELECTION), extended=True),
+    "mid-0.14": dict(_mid_py39("mid-0.14.txt", _MID_SELECTION), extended=True),
+    "mid-0.15": dict(_mid_py39("mid-0.15.txt", _MID_SELECTION), extended=True),
+    "mid-0.16": dict(_mid_py39("mid-0.16.txt", _MID_SELECTION), extended=True),
+    "mid-0.18": dict(_mid_py39("mid-0.18.txt", _LIGHT_TESTS + _KERAS_SAVED_MODEL_DESELECT,
+                               frozen_model_saves=True), extended=True),
+    "mid-0.19": dict(_mid_py39("mid-0.19.txt", _LIGHT_TESTS, frozen_model_saves=True),
+                     extended=True),
+    # TFP 0.21 on TF 2.13 and TFP 0.22 on TF 2.14, with their Keras 2.13/2.14.
+    "mid-0.21": dict(
+        python="host", constraints="mid-0.21.txt", extended=True,
+        packages=["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
+        + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
+        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
+    "mid-0.22": dict(
+        python="host", constraints="mid-0.22.txt", extended=True,
+        packages=["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
+        + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
+        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
     # The same TF/TFP on the newest Python TF 2.21 supports, with NumPy 2 (the modern
     # stack has NumPy 1.26: GPflow 2.11 requires numpy < 2, which has no Python 3.13
     # wheels, so there is no GPflow here). scipy: TFP's NumPy substrate loads it lazily.
