@@ -24,15 +24,28 @@ SERIALIZERS = ("pickle", "copy", "deepcopy", "cloudpickle", "dill")
 pytestmark = pytest.mark.skipif(not global_substrates(), reason="TFP >= 0.12 (global cache era)")
 
 
+# Cases that every TFP release from 0.12 builds (older ones lack some of the others:
+# the probe reports those as absent).
+CORE = ("GaussianProcessRegressionModel.precompute_regression_model",
+        "SchurComplement.with_precomputed_divisor", "TransformedTransitionKernel",
+        "RandomWalkMetropolis", "Normal.parameter_properties")
+
+
 def _rows(*args, env=None):
     return probe_rows(SCRIPT, *args, env=env)
+
+
+def _present(rows):
+    """The rows of the cases this TFP release builds; every core case must be there."""
+    present = {case: row for case, row in rows.items() if "absent" not in row}
+    assert set(CORE) <= set(present), rows
+    return present
 
 
 @pytest.mark.long(40)
 @pytest.mark.parametrize("substrate", global_substrates())
 def test_objects_holding_tfp_closures_round_trip(substrate):
-    rows = _rows("roundtrip", substrate)
-    assert len(rows) >= 5, rows
+    rows = _present(_rows("roundtrip", substrate))
     for case, row in rows.items():
         assert row == dict.fromkeys(SERIALIZERS, "same"), (case, row)
 
@@ -40,10 +53,17 @@ def test_objects_holding_tfp_closures_round_trip(substrate):
 @pytest.mark.long(40)
 @pytest.mark.parametrize("substrate", global_substrates())
 def test_without_f11_the_standard_pickle_fails_on_each(substrate):
-    rows = _rows("roundtrip", substrate, env={"TFP_PICKLEFIX_PROBE_F11": "0"})
+    """Each case that holds a function TFP made fails the standard pickle without F11
+    (the probe counts them on its own; in TFP 0.14 a Schur complement with a
+    precomputed divisor holds none, and pickles by itself)."""
+    rows = _present(_rows("roundtrip", substrate, env={"TFP_PICKLEFIX_PROBE_F11": "0"}))
+    assert sum(row["tfp closures"] > 0 for row in rows.values()) >= 4, rows
     for case, row in rows.items():
         error = row.pop("pickle")  # Python 3.13 says "Can't get local object"
-        assert "Can't pickle" in error or "Can't get local object" in error, (case, error)
+        if row.pop("tfp closures"):
+            assert "Can't pickle" in error or "Can't get local object" in error, (case, error)
+        else:
+            assert error == "same", (case, error)
         assert row == dict.fromkeys(SERIALIZERS[1:], "same"), (case, row)
 
 

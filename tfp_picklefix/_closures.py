@@ -152,6 +152,21 @@ def module_name(kind: Any) -> str:
     return module if isinstance(module, str) else ""
 
 
+def class_module(kind: type) -> str:
+    """The module that defines class ``kind``: ``module_name(kind)``, or, where wrapt's
+    pure-Python proxy type hides it behind a property (TF <= 2.6's ``_DictWrapper`` with
+    wrapt 1.12), the globals of the functions its own class body defines; "" if none."""
+    module = module_name(kind)
+    if module:
+        return module
+    for value in list(vars(kind).values()):
+        if type(value) is types.FunctionType:
+            name = value.__globals__.get("__name__")
+            if isinstance(name, str):
+                return name
+    return ""
+
+
 def keras_layer(kind: type) -> bool:
     """A Keras 2 class (tf-keras; before TF 2.16, the ``keras`` package or TF's own) that pickles by
     Python's default reduction (a layer, not a model: Keras writes models in its own
@@ -162,7 +177,7 @@ def keras_layer(kind: type) -> bool:
 
 def _written_as_itself(kind: type) -> bool:
     """The objects whose reduction the writer rewrites around closures' stand-ins."""
-    module = module_name(kind)
+    module = class_module(kind)
     if module.startswith(_WRITTEN_AS_ITSELF):
         return True  # a tf.Module's tracked structures; Keras's reference counts
     if module.startswith("tensorflow.python.ops.") and hasattr(kind, "constraint"):
@@ -195,7 +210,12 @@ def _own_reduction(obj: Any) -> Any:
     if len(reduced) not in (2, 3):
         return None
     if reduced[0] is copyreg.__newobj__:  # cls.__new__(cls, *args), said without NEWOBJ
-        reduced = (reduced[1][0].__new__,) + reduced[1:]
+        new = reduced[1][0].__new__
+        if type(new) is types.FunctionType and new.__module__ not in sys.modules:
+            # A namedtuple's __new__ (TF <= 2.7's TrackableReference) has no module to be
+            # found in: the same call through copyreg's, which pickle names.
+            new = functools.partial(copyreg.__newobj__)
+        reduced = (new,) + reduced[1:]
     elif type(reduced[0]) is functools.partial:  # a variable: partial(cls, **kwargs)()
         reduced = (_CALL, (reduced[0],) + tuple(reduced[1])) + reduced[2:]
     return reduced

@@ -128,7 +128,8 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import _hooks, _keras_layers, _keras_models
-from ._closures import TF_TRACKING, _CALL, _Call, keras_layer, module_name, written_by_reference
+from ._closures import (TF_TRACKING, _CALL, _Call, class_module, keras_layer, module_name,
+                        written_by_reference)
 
 _TFP_PREFIX = "tensorflow_probability"
 _TF_PREFIX = "tensorflow_probability.python"
@@ -166,7 +167,9 @@ def _is_variable(value: Any) -> bool:
 
 
 def _backend_variable(kind: type) -> bool:
-    return kind.__name__ == "NumpyVariable" and module_name(kind).startswith(_TFP_PREFIX)
+    # class_module: with wrapt 1.12's pure-Python proxy (TF 2.5/2.6 stacks) the class's
+    # ``__module__`` is a property.
+    return kind.__name__ == "NumpyVariable" and class_module(kind).startswith(_TFP_PREFIX)
 
 
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), type)
@@ -770,12 +773,18 @@ def type_spec_reduce(self: Any) -> Tuple[Any, Tuple[Any]]:
             f"`CompositeTensor`s: {self.transform_or_spec}.")
     from tensorflow.python.saved_model import nested_structure_coder
 
+    if hasattr(nested_structure_coder, "decode_proto"):  # TF >= 2.8: module functions
+        encode = nested_structure_coder.encode_structure
+        decode = nested_structure_coder.decode_proto
+    else:  # TF <= 2.7: the methods of a StructureCoder (which pickles by its class)
+        coder = nested_structure_coder.StructureCoder()
+        encode, decode = coder.encode_structure, coder.decode_proto
     with warnings.catch_warnings():
         # "loading this StructuredValue will require that this type be imported and
         # registered": true, and TFP registers it when imported.
         warnings.simplefilter("ignore", UserWarning)
-        proto = nested_structure_coder.encode_structure(self)
-    return nested_structure_coder.decode_proto, (proto,)
+        proto = encode(self)
+    return decode, (proto,)
 
 
 _NEW_PARAMETERS: Dict[type, Dict[str, Any]] = {}
