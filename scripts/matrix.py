@@ -93,6 +93,15 @@ _MID_SELECTION_CLOSURES = [t for t in _MID_SELECTION if not t.startswith(
     "tests/test_closures_modern.py::")] + ["tests/test_closures_modern.py"]
 
 
+def _mid_host(constraints: str, **extra: object) -> dict:
+    """A stack of TFP on the host's Python with TF's own Keras 2 (TF 2.13-2.15): the
+    lighter load tests, the whole suite but the benchmark runner's tests."""
+    return dict(python="host", constraints=constraints,
+                packages=["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
+                + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
+                parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV, **extra)
+
+
 # Keras 2.7-2.10 (which pickle a model as a SavedModel): TFP's Keras networks fail
 # without the package there otherwise than with later Keras (the round trips with it run).
 _KERAS_SAVED_MODEL_DESELECT = [
@@ -136,11 +145,7 @@ STACKS: Dict[str, dict] = {
         shims=["tfp011_numpy_without_tf"]),
     # The last TFP before tf-keras (TF's own Keras 2.15), with the wrapt 1.x TF 2.15
     # requires (its C ObjectProxy sits in TFP's NumPy backend).
-    "mid-0.23": dict(
-        python="host", constraints="mid-0.23.txt",
-        packages=["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
-        + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
-        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
+    "mid-0.23": _mid_host("mid-0.23.txt"),
     # Opt-in stacks (``extended``, not in ``all``): each ran the whole suite (see the
     # README), but would add 10-15 minutes to `make test`. TFP 0.20 on TF 2.12 and its Keras 2.12 (whose safe
     # mode still loads TFP's pickled lambdas), with all three substrates: TF 2.12
@@ -157,11 +162,12 @@ STACKS: Dict[str, dict] = {
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
         parallel=True, tests=_LIGHT_TESTS, env=dict(_LIGHT_ENV, TF_USE_LEGACY_KERAS="1")),
     # More opt-in stacks: the releases between the ones above, each with its own TF and
-    # that TF's Keras, and the GPflow pip resolves for it (2.11.2 on all four).
+    # that TF's Keras, and the GPflow pip resolves for it (2.11.2 on all eight).
     # TFP 0.13 on TF 2.5 (as mid-0.12), TFP 0.14 on TF 2.6 (the first TF whose Keras is
-    # the separate `keras` package, 2.6, and the first Keras that pickles a model as a
-    # SavedModel: F17), TFP 0.15 on TF 2.7, 0.16 on 2.8, 0.18 on 2.10, and 0.19 on TF
-    # 2.11 (Keras 2.11, the last that pickles a model as a SavedModel).
+    # the separate `keras` package, 2.6, which cannot pickle a model at all), TFP 0.15
+    # on TF 2.7 (Keras 2.7, the first that pickles a model as a SavedModel: F17), 0.16
+    # on 2.8, 0.18 on 2.10, and 0.19 on TF 2.11 (Keras 2.11, which pickles a model in
+    # its first `.keras` format: F17 too).
     "mid-0.13": dict(_mid_py39("mid-0.13.txt", _MID_SELECTION), extended=True),
     "mid-0.14": dict(_mid_py39("mid-0.14.txt", _MID_SELECTION_CLOSURES), extended=True),
     "mid-0.15": dict(_mid_py39("mid-0.15.txt", _MID_SELECTION_CLOSURES), extended=True),
@@ -171,16 +177,8 @@ STACKS: Dict[str, dict] = {
     "mid-0.19": dict(_mid_py39("mid-0.19.txt", _LIGHT_TESTS, frozen_model_saves=True),
                      extended=True),
     # TFP 0.21 on TF 2.13 and TFP 0.22 on TF 2.14, with their Keras 2.13/2.14.
-    "mid-0.21": dict(
-        python="host", constraints="mid-0.21.txt", extended=True,
-        packages=["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
-        + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
-        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
-    "mid-0.22": dict(
-        python="host", constraints="mid-0.22.txt", extended=True,
-        packages=["tensorflow", "tensorflow-probability", "gpflow"] + TEST_TOOLS
-        + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
-        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
+    "mid-0.21": _mid_host("mid-0.21.txt", extended=True),
+    "mid-0.22": _mid_host("mid-0.22.txt", extended=True),
     # The same TF/TFP on the newest Python TF 2.21 supports, with NumPy 2 (the modern
     # stack has NumPy 1.26: GPflow 2.11 requires numpy < 2, which has no Python 3.13
     # wheels, so there is no GPflow here). scipy: TFP's NumPy substrate loads it lazily.
