@@ -237,16 +237,15 @@ def _missing(exc):
         "has no attribute" in text or "No module named" in text)
 
 
-def _absent(cases):
-    """{case: why} for the cases this TFP release cannot build."""
-    absent = {}
-    for case, (build, _) in cases.items():
-        try:
-            build()
-        except Exception as exc:
-            if _missing(exc):
-                absent[case] = f"{type(exc).__name__}: {exc}"[:200]
-    return absent
+def _built(build):
+    """``(build(), None)``, or ``(None, why)`` where this TFP release lacks what the case
+    builds (any other error is the case's own, and raised)."""
+    try:
+        return build(), None
+    except Exception as exc:
+        if _missing(exc):
+            return None, f"{type(exc).__name__}: {exc}"[:200]
+        raise
 
 
 def _tfp_closures(obj, depth=0, seen=None):
@@ -287,12 +286,12 @@ def _same(expected, got):
 def main():
     action = sys.argv[1]
     if action == "roundtrip":
-        absent = _absent(CASES)
         for case, (build, values) in CASES.items():
-            if case in absent:
-                print(json.dumps({case: {"absent": absent[case]}}), flush=True)
+            made, absent = _built(build)
+            if absent:
+                print(json.dumps({case: {"absent": absent}}), flush=True)
                 continue
-            row = {"tfp closures": _tfp_closures(build())} if os.environ.get(
+            row = {"tfp closures": _tfp_closures(made)} if os.environ.get(
                 "TFP_PICKLEFIX_PROBE_F11") == "0" else {}
             for name, roundtrip in SERIALIZERS.items():
                 try:
@@ -329,8 +328,8 @@ def main():
                         pass
             print(json.dumps({case: row}), flush=True)
     elif action == "dump":
-        absent = _absent(CASES)
-        made = {case: build() for case, (build, _) in CASES.items() if case not in absent}
+        built = {case: _built(build) for case, (build, _) in CASES.items()}
+        made = {case: obj for case, (obj, absent) in built.items() if not absent}
         expected = {case: [np.asarray(v) for v in CASES[case][1](obj)] for case, obj in made.items()}
         with open(sys.argv[3], "wb") as f:
             pickle.dump([made, expected], f)

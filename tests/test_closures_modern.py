@@ -24,8 +24,9 @@ SERIALIZERS = ("pickle", "copy", "deepcopy", "cloudpickle", "dill")
 pytestmark = pytest.mark.skipif(not global_substrates(), reason="TFP >= 0.12 (global cache era)")
 
 
-# Cases that every TFP release from 0.12 builds (older ones lack some of the others:
-# the probe reports those as absent).
+# Cases that every TFP release from 0.14 builds (0.12 and 0.13 have no
+# precompute_regression_model; older releases lack some of the other cases, which the
+# probe reports as absent).
 CORE = ("GaussianProcessRegressionModel.precompute_regression_model",
         "SchurComplement.with_precomputed_divisor", "TransformedTransitionKernel",
         "RandomWalkMetropolis", "Normal.parameter_properties")
