@@ -248,25 +248,37 @@ def _built(build):
         raise
 
 
-def _tfp_closures(obj, depth=0, seen=None):
+def _tfp_closures(obj, max_depth=10):
     """How many functions that TFP's code made (closures, lambdas) ``obj`` holds, found
-    through attributes, containers and closure cells (the test's own look, not the
-    package's)."""
-    seen = set() if seen is None else seen
-    if depth > 8 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type(None), type)):
-        return 0
-    seen.add(id(obj))
-    if isinstance(obj, types.FunctionType):
-        own = int("<locals>" in obj.__qualname__ or obj.__name__ == "<lambda>") if str(
-            obj.__module__).startswith("tensorflow_probability") else 0
-        cells = [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
-        return own + sum(_tfp_closures(c, depth + 1, seen) for c in cells)
-    if isinstance(obj, dict):
-        return sum(_tfp_closures(v, depth + 1, seen) for v in list(obj.values()))
-    if isinstance(obj, (list, tuple, set)):
-        return sum(_tfp_closures(v, depth + 1, seen) for v in list(obj))
-    attrs = getattr(obj, "__dict__", None)
-    return _tfp_closures(dict(attrs), depth + 1, seen) if isinstance(attrs, dict) else 0
+    breadth-first through attributes, containers and closure cells (the test's own look,
+    not the package's). ``seen`` keeps what it visited alive, so that no id is reused
+    by a later object during the walk, and breadth-first order reaches each object by
+    its shortest path, so the depth limit does not depend on the order of the walk."""
+    seen = {id(obj): obj}
+    level, count = [obj], 0
+    for _ in range(max_depth + 1):
+        below = []
+        for item in level:
+            if isinstance(item, (str, bytes, int, float, bool, type(None), type)):
+                continue
+            if isinstance(item, types.FunctionType):
+                if str(item.__module__).startswith("tensorflow_probability") and (
+                        "<locals>" in item.__qualname__ or item.__name__ == "<lambda>"):
+                    count += 1
+                children = [c.cell_contents for c in item.__closure__ or () if _filled(c)]
+            elif isinstance(item, dict):
+                children = list(item.values())
+            elif isinstance(item, (list, tuple, set, frozenset)):
+                children = list(item)
+            else:
+                attrs = getattr(item, "__dict__", None)
+                children = [attrs] if isinstance(attrs, dict) else []
+            for child in children:
+                if id(child) not in seen:
+                    seen[id(child)] = child
+                    below.append(child)
+        level = below
+    return count
 
 
 def _filled(cell):
