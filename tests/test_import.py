@@ -19,13 +19,15 @@ def test_import_pulls_in_no_ml_library():
 
 
 def test_import_costs_under_50_ms(tmp_path):
-    # Best of several fresh interpreters: the bound is on the package, not on a busy machine.
+    # Best of several fresh interpreters, in CPU time of the importing process: the
+    # bound is on the package's work, not on a busy machine (on 2 cores running 4 test
+    # processes the best wall-clock time was 55 ms, three times the usual).
     # Imported from bytecode, as an installed package is (pip compiles it at install):
     # the first interpreter writes it under tmp_path, even where PYTHONDONTWRITEBYTECODE
     # is set (these machines set it: importing from source took 56 ms there, from
     # bytecode 18 ms).
-    code = ("import time; t = time.perf_counter(); import tfp_picklefix; "
-            "print((time.perf_counter() - t) * 1000)")
+    code = ("import time; t = time.process_time(); import tfp_picklefix; "
+            "print((time.process_time() - t) * 1000)")
     env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(tmp_path)}
     times = []
     for _ in range(7):
