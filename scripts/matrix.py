@@ -194,6 +194,13 @@ STACKS: Dict[str, dict] = {
         python="host", constraints="jax-nightly.txt",
         packages=["tfp-nightly", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS + PARALLEL_TOOLS,
         parallel=True),
+    # Opt-in: the JAX substrate of a release between 0.20 (mid-0.20) and 0.25: TFP 0.23.0
+    # on the jax released with it (0.4.23), with NumPy 1.26.
+    "jax-0.23": dict(
+        python="host", constraints="jax-0.23.txt", extended=True,
+        packages=["tensorflow-probability", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS
+        + PARALLEL_TOOLS,
+        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
     # Opt-in: the JAX substrate of the release TFP 0.25.0 itself, on the last jax it runs
     # on (0.4.35; jax >= 0.5 removed xla.pytype_aval_mappings), with NumPy 2.4. The whole
     # suite but the benchmark runner's ran here: no failure.
