@@ -307,9 +307,7 @@ def uv() -> Optional[str]:
     """The uv executable to install with, or None (pip); says which, once."""
     if _UV:
         return _UV[0]
-    choice = os.environ.get("TFP_PICKLEFIX_INSTALLER", "uv").strip().lower() or "uv"
-    if choice not in ("uv", "pip"):
-        raise SystemExit(f"TFP_PICKLEFIX_INSTALLER must be uv or pip, not {choice!r}")
+    choice = _installer_choice()
     exe = None
     if choice == "uv":
         try:
@@ -321,6 +319,13 @@ def uv() -> Optional[str]:
         log("installer: pip (TFP_PICKLEFIX_INSTALLER=pip)")
     _UV.append(exe)
     return exe
+
+
+def _installer_choice() -> str:
+    choice = os.environ.get("TFP_PICKLEFIX_INSTALLER", "uv").strip().lower() or "uv"
+    if choice not in ("uv", "pip"):
+        raise SystemExit(f"TFP_PICKLEFIX_INSTALLER must be uv or pip, not {choice!r}")
+    return choice
 
 
 def _install_uv() -> str:
@@ -410,7 +415,9 @@ def make_venv(stack: str) -> None:
                 install_with_uv(stack, constraints)
                 installed = True
             except Skip as exc:  # pip's verdict is the one that counts
-                log(f"{stack}: uv could not install it ({str(exc).splitlines()[0]}): pip instead")
+                lines = str(exc).strip().splitlines()
+                why = lines[0] + (" ... " + lines[-1].strip() if len(lines) > 1 else "")
+                log(f"{stack}: uv could not install it ({why}); pip instead")
         if not installed:
             install_with_pip(stack, constraints, env)
         if spec.get("shims"):
@@ -553,6 +560,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                             s for s in STACKS if STACKS[s].get("extended")) + ")")
     parser.add_argument("--stack", default=DEFAULT_STACK, help="stack for demo")
     args = parser.parse_args(argv)
+    _installer_choice()  # a wrong TFP_PICKLEFIX_INSTALLER stops the run before anything
     if args.command == "list":
         print("\n".join(s + (" (extended: not in 'all')" if STACKS[s].get("extended") else "")
                         for s in STACKS))
