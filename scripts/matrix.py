@@ -333,9 +333,12 @@ def _install_uv() -> str:
     pins = os.path.join(ROOT, "constraints", "tools.txt")
     pin = next(line.strip() for line in open(pins) if line.startswith("uv=="))
     env = dict(os.environ)
-    probe = subprocess.run([exe, "--version"], capture_output=True, text=True) if os.path.exists(exe) else None
-    if probe is not None and probe.returncode == 0 and probe.stdout.split()[1:2] == [pin.split("==")[1]]:
-        return exe
+    try:  # already there, at the pinned version
+        probe = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+        if probe.returncode == 0 and probe.stdout.split()[1:2] == [pin.split("==")[1]]:
+            return exe
+    except (OSError, subprocess.SubprocessError):
+        pass
     shutil.rmtree(TOOLS_VENV, ignore_errors=True)
     _run([sys.executable, "-m", "venv", TOOLS_VENV], env, "python -m venv .venvs/tools")
     _run([os.path.join(TOOLS_VENV, "bin", "python"), "-m", "pip", "install", "-q",
