@@ -14,6 +14,7 @@ Standard library only: this runs before any environment exists.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import hashlib
 import os
@@ -346,6 +347,7 @@ def _install_uv() -> str:
     return exe
 
 
+@functools.lru_cache(maxsize=None)
 def _pip_settings() -> Dict[str, str]:
     """pip's own settings here (its config files, then PIP_* variables over them):
     option name -> value."""
