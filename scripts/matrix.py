@@ -301,16 +301,13 @@ def setup(stack: str) -> None:
 # what they install (these machines set PYTHONDONTWRITEBYTECODE: without it every TF
 # process would compile TF again). TFP_PICKLEFIX_INSTALLER=pip: pip alone.
 TOOLS_VENV = os.path.join(VENVS, "tools")
-_UV: List[Optional[str]] = []  # [path of uv, or None for pip], once decided
 
 
+@functools.lru_cache(maxsize=None)
 def uv() -> Optional[str]:
-    """The uv executable to install with, or None (pip); says which, once."""
-    if _UV:
-        return _UV[0]
-    choice = _installer_choice()
+    """The uv executable to install with, or None (pip); decided and said once a run."""
     exe = None
-    if choice == "uv":
+    if _installer_choice() == "uv":
         try:
             exe = _install_uv()
             log(f"installer: uv ({os.path.relpath(exe, ROOT)})")
@@ -318,7 +315,6 @@ def uv() -> Optional[str]:
             log(f"installer: pip (uv could not be installed: {str(exc).splitlines()[0]})")
     else:
         log("installer: pip (TFP_PICKLEFIX_INSTALLER=pip)")
-    _UV.append(exe)
     return exe
 
 
