@@ -111,6 +111,15 @@ _KERAS_SAVED_MODEL_DESELECT = [
     "--deselect", "tests/test_flows_modern.py::test_the_package_without_the_network_reducers_fails_on_the_keras_side"]
 
 
+def _jax_release(constraints: str) -> dict:
+    """An opt-in stack of a TFP release's JAX and NumPy substrates, without TF: the whole
+    suite but the benchmark runner's tests, with the lighter load tests."""
+    return dict(python="host", constraints=constraints, extended=True,
+                packages=["tensorflow-probability", "jax", "jaxlib", "numpy", "scipy"]
+                + TEST_TOOLS + PARALLEL_TOOLS,
+                parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV)
+
+
 STACKS: Dict[str, dict] = {
     "modern": dict(
         python="host", constraints="modern.txt", required=True,
@@ -195,21 +204,16 @@ STACKS: Dict[str, dict] = {
         python="host", constraints="jax-nightly.txt",
         packages=["tfp-nightly", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS + PARALLEL_TOOLS,
         parallel=True),
-    # Opt-in: the JAX substrate of a release between 0.20 (mid-0.20) and 0.25: TFP 0.23.0
-    # on the jax released with it (0.4.23), with NumPy 1.26.
-    "jax-0.23": dict(
-        python="host", constraints="jax-0.23.txt", extended=True,
-        packages=["tensorflow-probability", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS
-        + PARALLEL_TOOLS,
-        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
+    # Opt-in: the JAX substrates of the releases between 0.20 (mid-0.20) and 0.25, each
+    # on the last jax released before it (0.23.0: the jax released with it), NumPy 1.26.
+    "jax-0.21": _jax_release("jax-0.21.txt"),
+    "jax-0.22": _jax_release("jax-0.22.txt"),
+    "jax-0.23": _jax_release("jax-0.23.txt"),
+    "jax-0.24": _jax_release("jax-0.24.txt"),
     # Opt-in: the JAX substrate of the release TFP 0.25.0 itself, on the last jax it runs
     # on (0.4.35; jax >= 0.5 removed xla.pytype_aval_mappings), with NumPy 2.4. The whole
     # suite but the benchmark runner's ran here: no failure.
-    "jax-0.25": dict(
-        python="host", constraints="jax-0.25.txt", extended=True,
-        packages=["tensorflow-probability", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS
-        + PARALLEL_TOOLS,
-        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
+    "jax-0.25": _jax_release("jax-0.25.txt"),
 }
 DEFAULT_STACK = "modern"
 

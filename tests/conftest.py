@@ -37,7 +37,10 @@ EXPECTED_ERA = {
     "legacy-0.9": _detect.DICT,
     "numpy-substrate-0.11": _detect.INSTANCE,
     "jax-nightly": _detect.GLOBAL,
+    "jax-0.21": _detect.GLOBAL,
+    "jax-0.22": _detect.GLOBAL,
     "jax-0.23": _detect.GLOBAL,
+    "jax-0.24": _detect.GLOBAL,
     "jax-0.25": _detect.GLOBAL,
 }
 LEGACY_ERAS = (_detect.DICT, _detect.INSTANCE)
