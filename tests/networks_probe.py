@@ -79,13 +79,11 @@ def networks(dist):
 def values(dist):
     if MODEL == "pixelcnn":
         tf.random.set_seed(7)  # its sampler takes an int seed: the same draw again
-        out = [dist.log_prob(IMAGES), dist.sample(seed=3)]
-    else:
-        glow = dist.bijector
-        y = glow.forward(X)
-        out = [y, glow.inverse(tf.identity(y)), dist.log_prob(IMAGES),
-               glow.forward_log_det_jacobian(X, event_ndims=1)]
-    return out
+        return [dist.log_prob(IMAGES), dist.sample(seed=3)]
+    glow = dist.bijector
+    y = glow.forward(X)
+    return [y, glow.inverse(tf.identity(y)), dist.log_prob(IMAGES),
+            glow.forward_log_det_jacobian(X, event_ndims=1)]
 
 
 def finite(vals):
