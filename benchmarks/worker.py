@@ -240,8 +240,8 @@ def _versions():
     from importlib import metadata
 
     versions = {}
-    for dist in ("tensorflow", "tensorflow-probability", "tfp-nightly", "jax", "jaxlib", "gpflow",
-                 "numpy"):
+    for dist in ("tensorflow", "tf-nightly", "tensorflow-probability", "tfp-nightly", "jax",
+                 "jaxlib", "gpflow", "numpy"):
         try:
             versions[dist] = metadata.version(dist)
         except Exception:

@@ -345,7 +345,7 @@ def versions() -> Dict[str, str]:
     from importlib import metadata
 
     out = {}
-    for dist in ("tensorflow", "tensorflow-probability", "tfp-nightly", "jax", "numpy",
+    for dist in ("tensorflow", "tf-nightly", "tensorflow-probability", "tfp-nightly", "jax", "numpy",
                  "cloudpickle", "dill"):
         try:
             out[dist] = metadata.version(dist)

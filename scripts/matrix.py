@@ -197,6 +197,14 @@ STACKS: Dict[str, dict] = {
         packages=["tensorflow", "tensorflow-probability", "tf-keras", "scipy"] + TEST_TOOLS
         + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
         parallel=True, tests=_LIGHT_TESTS, env=dict(_LIGHT_ENV, TF_USE_LEGACY_KERAS="1")),
+    # Opt-in: the TF (and NumPy) substrate of tfp-nightly, on the tf-nightly and
+    # tf-keras-nightly of the same days. tf-nightly's modules are built against NumPy 2
+    # (with NumPy 1.26 some fail to import), and GPflow 2.11 requires numpy < 2: no GPflow.
+    "tf-nightly": dict(
+        python="host", constraints="tf-nightly.txt", extended=True,
+        packages=["tf-nightly", "tfp-nightly", "tf-keras-nightly", "scipy"] + TEST_TOOLS
+        + ["joblib", "dask[distributed]"] + PARALLEL_TOOLS,
+        parallel=True, tests=_LIGHT_TESTS, env=dict(_LIGHT_ENV, TF_USE_LEGACY_KERAS="1")),
     # TFP's JAX and NumPy substrates need no TensorFlow (and jaxlib must not share a
     # process with TF 2.21: both bundle MLIR). tfp-nightly: TFP 0.25's JAX substrate
     # does not run on jax >= 0.5.

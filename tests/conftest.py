@@ -37,6 +37,7 @@ EXPECTED_ERA = {
     "legacy-0.9": _detect.DICT,
     "numpy-substrate-0.11": _detect.INSTANCE,
     "jax-nightly": _detect.GLOBAL,
+    "tf-nightly": _detect.GLOBAL,
     "jax-0.21": _detect.GLOBAL,
     "jax-0.22": _detect.GLOBAL,
     "jax-0.23": _detect.GLOBAL,
@@ -116,10 +117,11 @@ def has_keras_2() -> bool:
 
 
 def keras_2_version() -> Optional[Tuple[int, int]]:
-    """(major, minor) of tf-keras, or else of the keras package where it is 2.x; None."""
+    """(major, minor) of tf-keras (or tf-keras-nightly), or else of the keras package
+    where it is 2.x; None."""
     from importlib import metadata
 
-    for dist in ("tf_keras", "keras"):
+    for dist in ("tf_keras", "tf-keras-nightly", "keras"):
         try:
             version = metadata.version(dist)
         except metadata.PackageNotFoundError:
