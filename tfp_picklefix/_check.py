@@ -108,6 +108,18 @@ def _bijector_checks(name: str, tfp_mod: Any) -> List[Tuple[str, Callable[[], No
     return checks
 
 
+def _keras_2_adam(tf: Any) -> Callable[..., Any]:
+    """The Keras 2 ``Adam`` GPflow trains with. From TF 2.16, ``tf.optimizers`` is Keras
+    3's unless ``TF_USE_LEGACY_KERAS=1``, and Keras 3's ``Adam`` has no ``minimize``;
+    GPflow 2.9 and later name their Keras 2 in ``gpflow.keras``; older GPflow runs on
+    TF's own Keras 2."""
+    try:
+        from gpflow.keras import tf_keras
+    except ImportError:
+        return tf.optimizers.Adam
+    return tf_keras.optimizers.Adam
+
+
 def _gpflow_checks() -> List[Tuple[str, Callable[[], None]]]:
     if not _spec_exists("gpflow"):
         return []
@@ -121,7 +133,7 @@ def _gpflow_checks() -> List[Tuple[str, Callable[[], None]]]:
         X = rng.rand(20, 1)
         Y = np.sin(6 * X) + 0.1 * rng.randn(20, 1)
         model = gpflow.models.GPR((X, Y), kernel=gpflow.kernels.Matern12())
-        opt = tf.optimizers.Adam(0.01)
+        opt = _keras_2_adam(tf)(0.01)
         for _ in range(3):
             opt.minimize(model.training_loss, model.trainable_variables)
         mean, var = model.predict_f(X)
