@@ -212,6 +212,12 @@ STACKS: Dict[str, dict] = {
         python="host", constraints="jax-nightly.txt",
         packages=["tfp-nightly", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS + PARALLEL_TOOLS,
         parallel=True),
+    # Opt-in: the same tfp-nightly on the newest jax (0.12, which requires Python >= 3.12:
+    # jax-nightly keeps 3.11 and jax 0.10), with Python 3.13 and NumPy 2.5.
+    "jax-nightly-py313": dict(
+        python="3.13", constraints="jax-nightly-py313.txt", extended=True,
+        packages=["tfp-nightly", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS + PARALLEL_TOOLS,
+        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
     # Opt-in: the JAX substrates of the releases between 0.20 (mid-0.20) and 0.25, each
     # on the last jax released before it (0.23.0: the jax released with it), NumPy 1.26.
     "jax-0.21": _jax_release("jax-0.21.txt"),

@@ -37,6 +37,7 @@ EXPECTED_ERA = {
     "legacy-0.9": _detect.DICT,
     "numpy-substrate-0.11": _detect.INSTANCE,
     "jax-nightly": _detect.GLOBAL,
+    "jax-nightly-py313": _detect.GLOBAL,
     "tf-nightly": _detect.GLOBAL,
     "jax-0.21": _detect.GLOBAL,
     "jax-0.22": _detect.GLOBAL,
