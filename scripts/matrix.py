@@ -120,6 +120,12 @@ def _jax_release(constraints: str) -> dict:
                 parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV)
 
 
+_JAX_NIGHTLY = dict(
+    python="host", constraints="jax-nightly.txt",
+    packages=["tfp-nightly", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS + PARALLEL_TOOLS,
+    parallel=True)
+
+
 STACKS: Dict[str, dict] = {
     "modern": dict(
         python="host", constraints="modern.txt", required=True,
@@ -208,16 +214,11 @@ STACKS: Dict[str, dict] = {
     # TFP's JAX and NumPy substrates need no TensorFlow (and jaxlib must not share a
     # process with TF 2.21: both bundle MLIR). tfp-nightly: TFP 0.25's JAX substrate
     # does not run on jax >= 0.5.
-    "jax-nightly": dict(
-        python="host", constraints="jax-nightly.txt",
-        packages=["tfp-nightly", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS + PARALLEL_TOOLS,
-        parallel=True),
+    "jax-nightly": _JAX_NIGHTLY,
     # Opt-in: the same tfp-nightly on the newest jax (0.12, which requires Python >= 3.12:
     # jax-nightly keeps 3.11 and jax 0.10), with Python 3.13 and NumPy 2.5.
-    "jax-nightly-py313": dict(
-        python="3.13", constraints="jax-nightly-py313.txt", extended=True,
-        packages=["tfp-nightly", "jax", "jaxlib", "numpy", "scipy"] + TEST_TOOLS + PARALLEL_TOOLS,
-        parallel=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
+    "jax-nightly-py313": dict(_JAX_NIGHTLY, python="3.13", constraints="jax-nightly-py313.txt",
+                              extended=True, tests=_LIGHT_TESTS, env=_LIGHT_ENV),
     # Opt-in: the JAX substrates of the releases between 0.20 (mid-0.20) and 0.25, each
     # on the last jax released before it (0.23.0: the jax released with it), NumPy 1.26.
     "jax-0.21": _jax_release("jax-0.21.txt"),
