@@ -345,8 +345,8 @@ def versions() -> Dict[str, str]:
     from importlib import metadata
 
     out = {}
-    for dist in ("tensorflow", "tf-nightly", "tensorflow-probability", "tfp-nightly", "jax", "numpy",
-                 "cloudpickle", "dill"):
+    for dist in ("tensorflow", "tf-nightly", "tensorflow-probability", "tfp-nightly", "jax",
+                 "numpy", "cloudpickle", "dill"):
         try:
             out[dist] = metadata.version(dist)
         except Exception:
