@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
@@ -150,15 +151,24 @@ def cache_len(bij: Any) -> Optional[int]:
     return None
 
 
+def _run_child(cmd: List[str], env: Optional[Dict[str, str]],
+               timeout: int) -> subprocess.CompletedProcess:
+    """Run ``cmd`` (cwd: repo root) with ``TMPDIR`` set to a scratch folder of its own,
+    removed once it exits: what the child writes with ``tempfile`` (checkpoints, saved
+    Keras models) does not pile up in the system's temporary folder."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    with tempfile.TemporaryDirectory(prefix="tfp-picklefix-test-") as scratch:
+        full_env["TMPDIR"] = scratch
+        return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True,
+                              timeout=timeout)
+
+
 def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: int = 600,
                args: Optional[List[str]] = None) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter of this stack (cwd: repo root)."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
     cmd = [sys.executable, "-c", code] if code else [sys.executable]
-    cmd += args or []
-    return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
+    return _run_child(cmd + (args or []), env, timeout)
 
 
 def probe_rows(script: str, *args: str, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
@@ -177,10 +187,9 @@ def probe_rows(script: str, *args: str, env: Optional[Dict[str, str]] = None) ->
 
 def run_script(args: List[str], env: Optional[Dict[str, str]] = None,
                timeout: int = 900) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([sys.executable] + args, cwd=ROOT, env=full_env, capture_output=True,
-                          text=True, timeout=timeout)
+    """Run ``python ARGS`` (a script and its arguments) in a fresh interpreter of this
+    stack (cwd: repo root)."""
+    return _run_child([sys.executable] + args, env, timeout)
 
 
 @pytest.fixture
