@@ -6,6 +6,7 @@ which silently lost its TFP (or got another era) fails instead of skipping.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,10 +159,12 @@ def _run_child(cmd: List[str], env: Optional[Dict[str, str]],
     Keras models) does not pile up in the system's temporary folder."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    with tempfile.TemporaryDirectory(prefix="tfp-picklefix-test-") as scratch:
-        full_env["TMPDIR"] = scratch
+    scratch = full_env["TMPDIR"] = tempfile.mkdtemp(prefix="tfp-picklefix-test-")
+    try:
         return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True,
                               timeout=timeout)
+    finally:  # a worker the child left behind may still write there: never fail on it
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: int = 600,
