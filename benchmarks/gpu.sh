@@ -5,7 +5,9 @@
 # benchmarks/results/gpu-run). Wheels in $WHEELS (default .whl/, e.g. tfp-nightly and
 # its needs that the machine lacks) are installed into /tmp/tfp-site first.
 #   OUT=... REPEATS=9 BENCH_SECONDS=330 TEST_SECONDS=120 [TESTS=tests/...] benchmarks/gpu.sh
-# BENCH_FLAGS adds runner flags (a CPU dry run: BENCH_FLAGS="--allow-cpu --repeats 1").
+# BENCH_FLAGS adds runner flags (a CPU dry run: BENCH_FLAGS="--allow-cpu --repeats 1");
+# PYTEST_FLAGS adds pytest flags (-n 8: the tests in 8 processes); TEST_SECONDS=0 skips
+# the tests (a second benchmark run in the same lease).
 set -u -o pipefail
 OUT=${OUT:-benchmarks/results/gpu-run}
 PY=${PYTHON:-python3}
@@ -23,10 +25,11 @@ nvidia-smi -L 2>&1 | tee "$OUT/device.txt"
 rc=0
 timeout "${BENCH_SECONDS:-330}" "$PY" -m benchmarks --gpu --repeats "${REPEATS:-9}" --out "$OUT/bench" \
   ${BENCH_FLAGS:-} 2>&1 | tee "$OUT/bench.log" || rc=1
+[ "${TEST_SECONDS:-120}" = 0 ] && exit $rc
 # The suite as the jax-nightly stack runs it, less what needs no GPU and takes minutes
 # (the coverage table walks every TFP class; the thread stress runs 30 s per case).
 PYTHONPATH=$PWD:${PYTHONPATH:-} TFP_PICKLEFIX_STACK=jax-nightly timeout "${TEST_SECONDS:-120}" \
-  "$PY" -m pytest ${TESTS:-tests} -q -p no:cacheprovider -rfE \
+  "$PY" -m pytest ${TESTS:-tests} -q -p no:cacheprovider -rfE ${PYTEST_FLAGS:-} \
   --deselect "tests/test_coverage.py::test_coverage_table[jax]" \
   --deselect tests/test_cache_defects.py --deselect tests/test_benchmarks.py \
   2>&1 | tee "$OUT/tests.log" || rc=1

@@ -85,15 +85,25 @@ def test_gpu_script_dry_run_on_cpu(tmp_path):
     out = tmp_path / "gpu"
     env = {"OUT": str(out), "PYTHON": sys.executable, "WHEELS": str(tmp_path / "no-wheels"),
            "BENCH_FLAGS": "--allow-cpu --quick --repeats 1 --match Exp|miss|eager|forward",
-           "TESTS": "tests/test_import.py", "TEST_SECONDS": "300"}
-    result = subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "gpu.sh")], cwd=ROOT,
-                            env=dict(os.environ, **env), capture_output=True, text=True, timeout=900)
+           "TESTS": "tests/test_import.py", "TEST_SECONDS": "300", "PYTEST_FLAGS": "-n 2"}
+    script = os.path.join(ROOT, "benchmarks", "gpu.sh")
+    result = subprocess.run(["bash", script], cwd=ROOT, env=dict(os.environ, **env),
+                            capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     with open(out / "bench" / "results.json") as f:
         rows = json.load(f)["rows"]
     assert [r["case"]["bijector"] for r in rows] == ["Exp"] * len(rows) and rows
-    assert " passed" in (out / "tests.log").read_text()
+    log = (out / "tests.log").read_text()
+    assert " passed" in log and "bringing up nodes" in log, log[-2000:]  # -n 2 reached xdist
     assert "jax" in (out / "device.txt").read_text()
+    # TEST_SECONDS=0: the benchmark alone (a second run in the same lease); its failure
+    # (no case selected) is the script's exit status
+    env.update(OUT=str(tmp_path / "bench-only"), TEST_SECONDS="0",
+               BENCH_FLAGS="--allow-cpu --match no-such-case")
+    result = subprocess.run(["bash", script], cwd=ROOT, env=dict(os.environ, **env),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    assert not (tmp_path / "bench-only" / "tests.log").exists()
 
 
 def test_match_that_selects_nothing_is_an_error(tmp_path):
