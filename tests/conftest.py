@@ -152,7 +152,7 @@ def cache_len(bij: Any) -> Optional[int]:
     return None
 
 
-def _run_child(cmd: List[str], env: Optional[Dict[str, str]],
+def run_child(cmd: List[str], env: Optional[Dict[str, str]],
                timeout: int) -> subprocess.CompletedProcess:
     """Run ``cmd`` (cwd: repo root) with ``TMPDIR`` set to a scratch folder of its own,
     removed once it exits: what the child writes with ``tempfile`` (checkpoints, saved
@@ -171,7 +171,7 @@ def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: int = 6
                args: Optional[List[str]] = None) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter of this stack (cwd: repo root)."""
     cmd = [sys.executable, "-c", code] if code else [sys.executable]
-    return _run_child(cmd + (args or []), env, timeout)
+    return run_child(cmd + (args or []), env, timeout)
 
 
 def probe_rows(script: str, *args: str, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
@@ -192,7 +192,7 @@ def run_script(args: List[str], env: Optional[Dict[str, str]] = None,
                timeout: int = 900) -> subprocess.CompletedProcess:
     """Run ``python ARGS`` (a script and its arguments) in a fresh interpreter of this
     stack (cwd: repo root)."""
-    return _run_child([sys.executable] + args, env, timeout)
+    return run_child([sys.executable] + args, env, timeout)
 
 
 @pytest.fixture

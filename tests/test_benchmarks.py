@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-from conftest import LEGACY_ERAS, ROOT, era, run_script, substrates
+from conftest import LEGACY_ERAS, ROOT, era, run_child, run_script, substrates
 
 
 @pytest.mark.long(40)
@@ -87,8 +86,7 @@ def test_gpu_script_dry_run_on_cpu(tmp_path):
            "BENCH_FLAGS": "--allow-cpu --quick --repeats 1 --match Exp|miss|eager|forward",
            "TESTS": "tests/test_import.py", "TEST_SECONDS": "300", "PYTEST_FLAGS": "-n 2"}
     script = os.path.join(ROOT, "benchmarks", "gpu.sh")
-    result = subprocess.run(["bash", script], cwd=ROOT, env=dict(os.environ, **env),
-                            capture_output=True, text=True, timeout=900)
+    result = run_child(["bash", script], env, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     with open(out / "bench" / "results.json") as f:
         rows = json.load(f)["rows"]
@@ -100,8 +98,7 @@ def test_gpu_script_dry_run_on_cpu(tmp_path):
     # (no case selected) is the script's exit status
     env.update(OUT=str(tmp_path / "bench-only"), TEST_SECONDS="0",
                BENCH_FLAGS="--allow-cpu --match no-such-case")
-    result = subprocess.run(["bash", script], cwd=ROOT, env=dict(os.environ, **env),
-                            capture_output=True, text=True, timeout=300)
+    result = run_child(["bash", script], env, timeout=300)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
     assert not (tmp_path / "bench-only" / "tests.log").exists()
 
