@@ -50,6 +50,7 @@ _NEST = 6     # list, tuple or dict (exact types): cached leaf by leaf
 _kinds = {list: _NEST, tuple: _NEST, dict: _NEST, int: _SCALAR, float: _SCALAR, bool: _SCALAR,
           type(None): _NOREF}
 _kinds_lock = threading.Lock()
+_modules = sys.modules
 
 
 def _kind_of(value):
@@ -536,22 +537,14 @@ class _Link(weakref.ref):
 def _drop_link(entries, held, link):
     """``_Storage.drop_edge`` for a :class:`_Link`, without the generality (it runs once
     per cache miss whose output is dropped). Lock held; idempotent."""
-    key = link.a_key
-    found = entries.get(key)
-    if found is not None and found[0] is link:
-        del entries[key]
-    key = link.b_key
-    found = entries.get(key)
-    if found is not None and found[0] is link:
-        del entries[key]
+    found = entries.pop(link.a_key, None)
+    if found is not None and found[0] is not link:
+        entries[link.a_key] = found  # another edge's now: put it back
+    found = entries.pop(link.b_key, None)
+    if found is not None and found[0] is not link:
+        entries[link.b_key] = found
     link.owned.discard(link)
-    snaps = link.a_snaps
-    if snaps is not None and type(snaps[0][2]) is not bytes:
-        _recycle(snaps)  # large snapshots' memory is kept for the next ones
-    snaps = link.b_snaps
-    if snaps is not None and type(snaps[0][2]) is not bytes:
-        _recycle(snaps)
-    link.a_snaps = link.b_snaps = None
+    # (A Link's snapshots are small bytes, never large ones to recycle: see _lookup.)
     ident = link.a_held
     if ident:
         n = held.pop(ident, 1) - 1  # how many other edges still hold it
@@ -1132,8 +1125,9 @@ class PicklefixBijectorCache(object):
             output = getattr(bijector, shared.names[d])(value)
         out_kind = _kinds.get(type(output))
         if out_kind != kind:
-            if out_kind == _SCALAR:
-                output = _containerize(output)
+            if out_kind == _SCALAR:  # _containerize, inline: a third of its time
+                np = _modules.get("numpy")
+                output = np.array(output) if np is not None else _containerize(output)
                 out_kind = _NDARRAY
             if out_kind != _EAGER and out_kind != _NDARRAY:
                 return self._store(storage, rec, key, (value,), None, value, output, d, (),
@@ -1145,8 +1139,12 @@ class PicklefixBijectorCache(object):
         try:
             if storage.pending:
                 storage.purge()
+            # Large NumPy arrays take _store: their snapshots are copies whose memory
+            # is recycled, which a Link's drop does not do.
             simple = not (key in entries or out_key in entries or id(output) in held
-                          or output is value)
+                          or output is value
+                          or (kind == _NDARRAY and value.nbytes >= _SMALL)
+                          or (out_kind == _NDARRAY and output.nbytes >= _SMALL))
             if simple:
                 # The input is held while the output lives (no weak reference to it);
                 # the output's death drops the edge: a Link, built slot by slot.
@@ -1156,14 +1154,12 @@ class PicklefixBijectorCache(object):
                 edge.b_key = out_key
                 edge.a_strong = value
                 edge.a_held = ident
-                if kind == _NDARRAY:  # inline _snap_of
-                    edge.a_snaps = [(value.shape, value.dtype, value.tobytes())
-                                    if value.nbytes < _SMALL else _snap_of(value)]
+                if kind == _NDARRAY:  # inline _snap_of, for small arrays
+                    edge.a_snaps = [(value.shape, value.dtype, value.tobytes())]
                 else:
                     edge.a_snaps = None
                 if out_kind == _NDARRAY:
-                    edge.b_snaps = [(output.shape, output.dtype, output.tobytes())
-                                    if output.nbytes < _SMALL else _snap_of(output)]
+                    edge.b_snaps = [(output.shape, output.dtype, output.tobytes())]
                 else:
                     edge.b_snaps = None
                 edge._attrs = attrs

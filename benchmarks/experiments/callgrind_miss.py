@@ -6,12 +6,14 @@
 
 Times on a shared machine move by tens of percent from day to day; callgrind's counts
 do not. Under callgrind this script runs N fresh NumPy-substrate ``Exp().forward``
-misses (default 2000) in each of four settings: the package's cache (``fixed``) and
+misses (default 2000) in each of five settings: the package's cache (``fixed``) and
 the pass-through (``off``), each called as ``bijector._cache.forward(x)`` (``cache``)
-and as ``bijector.forward(x)`` (``bijector``), and dumps callgrind's counts for each
-(client requests, through a small helper it compiles with gcc from valgrind's
-``callgrind.h``). ``--report`` prints instructions, first-level instruction-cache
-misses and data-cache read misses per call, and fixed minus off.
+and as ``bijector.forward(x)`` (``bijector``), and ``minimal_floor.MinimalCache``
+(``minimal``: the contract's core alone) as ``bijector.forward(x)``; it dumps
+callgrind's counts for each (client requests, through a small helper it compiles with
+gcc from valgrind's ``callgrind.h``). ``--report`` prints instructions, first-level
+instruction-cache misses and data-cache read misses per call, and fixed and minimal
+minus off.
 
 Diagnostic only: the acceptance criteria are in seconds (``benchmarks/inprocess.py``).
 """
@@ -29,6 +31,8 @@ void cg_on(void) { CALLGRIND_ZERO_STATS; CALLGRIND_TOGGLE_COLLECT; }
 void cg_off(const char *label) { CALLGRIND_TOGGLE_COLLECT; CALLGRIND_DUMP_STATS_AT(label); }
 """
 SETTINGS = [(mode, call) for mode in ("fixed", "off") for call in ("cache", "bijector")]
+# minimal_floor.MinimalCache (the contract's core alone), through Bijector.forward.
+SETTINGS.append(("minimal", "bijector"))
 
 
 def helper():
@@ -48,10 +52,19 @@ def measure(n):
     import tfp_picklefix
     from tensorflow_probability.substrates import numpy as tfp
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from minimal_floor import MinimalCache
+
     lib = helper()
     bij = tfp.bijectors.Exp()
-    for mode, call in SETTINGS:
+    Bijector = tfp.bijectors.Bijector
+    caches = {}
+    for mode in ("fixed", "off"):
         tfp_picklefix.set_cache_mode(mode)
+        caches[mode] = vars(Bijector)["_cache"]
+    caches["minimal"] = MinimalCache()
+    for mode, call in SETTINGS:
+        Bijector._cache = caches[mode]  # swapped on the class, as minimal_floor.py does
         fn = bij.forward if call == "bijector" else bij._cache.forward
         xs = [np.array(np.float32(0.5)) for _ in range(n + 200)]
         for x in xs[:200]:  # warm up
@@ -80,18 +93,19 @@ def report(stem):
             mode, call, n = label.split("-")
             per = dict(zip(events, (v / int(n) for v in summary)))
             rows[(mode, call)] = per
-    print(f"{'call':9s} {'mode':6s} {'instr':>9s} {'I1 miss':>8s} {'D1 read miss':>12s}")
+    print(f"{'call':9s} {'mode':8s} {'instr':>7s} {'I1 miss':>8s} {'D1 read miss':>12s}")
     for call in ("cache", "bijector"):
-        for mode in ("fixed", "off"):
+        for mode in ("fixed", "off", "minimal"):
             if (mode, call) in rows:
                 r = rows[(mode, call)]
-                print(f"{call:9s} {mode:6s} {r['Ir']:9.0f} {r.get('I1mr', 0):8.0f} "
+                print(f"{call:9s} {mode:8s} {r['Ir']:7.0f} {r.get('I1mr', 0):8.0f} "
                       f"{r.get('D1mr', 0):12.0f}")
-        if ("fixed", call) in rows and ("off", call) in rows:
-            f, o = rows[("fixed", call)], rows[("off", call)]
-            print(f"{call:9s} {'cost':6s} {f['Ir'] - o['Ir']:9.0f} "
-                  f"{f.get('I1mr', 0) - o.get('I1mr', 0):8.0f} "
-                  f"{f.get('D1mr', 0) - o.get('D1mr', 0):12.0f}")
+        for mode in ("fixed", "minimal"):
+            if (mode, call) in rows and ("off", call) in rows:
+                f, o = rows[(mode, call)], rows[("off", call)]
+                print(f"{call:9s} {mode[:3] + '-off':8s} {f['Ir'] - o['Ir']:7.0f} "
+                      f"{f.get('I1mr', 0) - o.get('I1mr', 0):8.0f} "
+                      f"{f.get('D1mr', 0) - o.get('D1mr', 0):12.0f}")
 
 
 if __name__ == "__main__":

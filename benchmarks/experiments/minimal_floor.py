@@ -1,0 +1,196 @@
+"""The floor of issue 3, point 8: what the least cache that keeps TFP's contract costs.
+
+    python benchmarks/experiments/minimal_floor.py [--substrates numpy,jax,tf]
+                                                   [--sizes 1,1000] [--rounds 20]
+
+Point 8 asks that the cache add at most 15 % to an eager call. This script asks how
+much of that a cache needs just to be a cache. In one process it times batches of fresh
+inputs (cache misses whose outputs are dropped at once, as ``cache_cost.py`` does)
+through the public ``Exp().forward``, with ``Bijector._cache`` in turn:
+
+- ``off``: the package's pass-through (``TFP_PICKLEFIX_CACHE=off``);
+- ``fixed``: the package's cache;
+- ``minimal``: :class:`MinimalCache` below, which keeps only the contract's core
+  (``b.inverse(b.forward(x)) is x``, the input held while the output lives, both
+  entries dropped when the output dies) and none of the rest: no lock (not thread-safe),
+  no NumPy snapshots (a changed array gives stale results), no per-bijector index (a
+  bound ``clear()`` would have to walk everything), no graph storages, no ``**kwargs``
+  or structured inputs, no attributes.
+
+Batches alternate in a random order each round. It prints the medians of each, and
+the medians over rounds of ``fixed / off`` and ``minimal / off`` within a round: the second is the least any pure-Python cache
+with TFP's contract adds here. Diagnostic only, not part of the package or its tests.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+import weakref
+
+import numpy as _np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from benchmarks.cache_cost import substrate  # noqa: E402  (the same inputs as there)
+
+BATCH = 2000
+_NAMES = ("_forward", "_inverse")
+
+
+class _Ref(weakref.ref):
+    """The weak reference to an output; its death drops both entries."""
+
+    __slots__ = ("keys",)
+
+
+class MinimalCache(object):
+    """``Bijector._cache`` with TFP's contract and nothing else (see the module)."""
+
+    def __init__(self):
+        self.entries = {}  # (id(bijector), direction, id(value)) -> (output ref, input)
+
+        entries = self.entries
+
+        def died(ref):
+            for key in ref.keys:
+                entries.pop(key, None)
+        self._died = died
+
+    def __get__(self, bijector, cls=None):
+        return _Bound(self, bijector)
+
+
+class _Bound(object):
+    __slots__ = ("cache", "bijector")
+
+    def __init__(self, cache, bijector):
+        self.cache = cache
+        self.bijector = bijector
+
+    def forward(self, x, **kwargs):
+        return self._lookup(x, 0, kwargs)
+
+    def inverse(self, y, **kwargs):
+        return self._lookup(y, 1, kwargs)
+
+    def forward_attributes(self, x, **kwargs):
+        return {}
+
+    def inverse_attributes(self, y, **kwargs):
+        return {}
+
+    def _lookup(self, value, d, kwargs):
+        bijector = self.bijector
+        if kwargs:
+            return getattr(bijector, _NAMES[d])(value, **kwargs)
+        entries = self.cache.entries
+        key = (id(bijector), d, id(value))
+        found = entries.get(key)
+        if found is not None:
+            ref, held = found
+            out = ref() if ref is not None else held
+            if out is not None:
+                return out
+        output = getattr(bijector, _NAMES[d])(value)
+        if isinstance(output, _np.generic):
+            output = _np.array(output)  # a NumPy scalar: a 0-d array, as TFP's cache makes it
+        ref = _Ref(output, self.cache._died)
+        out_key = (id(bijector), 1 - d, id(output))
+        ref.keys = (key, out_key)
+        entries[key] = (ref, None)
+        entries[out_key] = (None, value)  # the input, held while the output lives
+        return output
+
+
+def measure(name, size, rounds, seed=0):
+    import numpy as np
+
+    import tfp_picklefix
+
+    tfb, make = substrate(name)
+    bij = tfb.Exp()
+    base = np.full((size,), 0.5, np.float32) if size > 1 else np.float32(0.5)
+    x = make(base)
+    minimal = MinimalCache()
+    assert "_cache" not in vars(tfb.Exp), "Exp defines its own _cache: patch that instead"
+
+    # The three cache objects, swapped on the class directly between batches (the
+    # package's own objects, as set_cache_mode installs them).
+    before = tfp_picklefix.cache_mode()
+    objects = {}
+    for mode in ("fixed", "off"):
+        tfp_picklefix.set_cache_mode(mode)
+        objects[mode] = vars(tfb.Bijector)["_cache"]
+    objects["minimal"] = minimal
+
+    def use(variant):
+        tfb.Bijector._cache = objects[variant]
+
+    # The contract holds under each, and the minimal cache empties itself.
+    for variant in ("fixed", "minimal"):
+        use(variant)
+        y = bij.forward(x)
+        assert bij.inverse(y) is x and bij.forward(x) is y, variant
+        del y
+    assert not minimal.entries, minimal.entries
+
+    def run():
+        xs = [make(base) for _ in range(BATCH)]
+        forward = bij.forward
+        t0 = time.perf_counter()
+        for v in xs:
+            forward(v)
+        return (time.perf_counter() - t0) / BATCH * 1e6
+
+    variants = ["off", "fixed", "minimal"]
+    times = {v: [] for v in variants}
+    rng = random.Random(seed)
+    try:
+        for r in range(rounds + 1):  # round 0 warms up
+            rng.shuffle(variants)
+            for v in variants:
+                use(v)
+                t = run()
+                if r:
+                    times[v].append(t)
+    finally:
+        tfb.Bijector._cache = objects["off"]  # what the package last installed
+        tfp_picklefix.set_cache_mode(before)
+    assert not minimal.entries, len(minimal.entries)
+    med = {v: statistics.median(ts) for v, ts in times.items()}
+    # Ratios within each round (batches next to each other in time), then their median:
+    # the load of this shared machine drifts between rounds.
+    for v in ("fixed", "minimal"):
+        med[v + "/off"] = statistics.median(a / b for a, b in zip(times[v], times["off"]))
+    return med
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--substrates", default="numpy,jax,tf")
+    parser.add_argument("--sizes", default="1,1000")
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args(argv)
+    import tfp_picklefix  # noqa: F401
+
+    print(f"{'substrate':9s} {'size':>5s} {'off us':>7s} {'fixed us':>8s} {'minimal us':>10s} "
+          f"{'fixed/off':>9s} {'minimal/off':>11s}")
+    for name in args.substrates.split(","):
+        try:
+            substrate(name)
+        except ImportError as exc:
+            print(f"{name}: not installed here ({exc})")
+            continue
+        for size in [int(s) for s in args.sizes.split(",")]:
+            med = measure(name, size, args.rounds)
+            print(f"{name:9s} {size:5d} {med['off']:7.2f} {med['fixed']:8.2f} "
+                  f"{med['minimal']:10.2f} {med['fixed/off']:9.3f} {med['minimal/off']:11.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
