@@ -18,8 +18,9 @@ through the public ``Exp().forward``, with ``Bijector._cache`` in turn:
   or structured inputs, no attributes.
 
 Batches alternate in a random order each round. It prints the medians of each, and
-the medians over rounds of ``fixed / off`` and ``minimal / off`` within a round: the second is the least any pure-Python cache
-with TFP's contract adds here. Diagnostic only, not part of the package or its tests.
+the medians over rounds of ``fixed / off`` and ``minimal / off`` within a round: the
+second is the least any pure-Python cache with TFP's contract adds here. Diagnostic
+only, not part of the package or its tests.
 """
 from __future__ import annotations
 
@@ -106,14 +107,13 @@ class _Bound(object):
         return output
 
 
-def measure(name, size, rounds, seed=0):
-    import numpy as np
-
+def measure(sub, size, rounds, seed=0):
+    """Medians (us per call) of each variant on ``sub`` (``substrate()``'s pair)."""
     import tfp_picklefix
 
-    tfb, make = substrate(name)
+    tfb, make = sub
     bij = tfb.Exp()
-    base = np.full((size,), 0.5, np.float32) if size > 1 else np.float32(0.5)
+    base = _np.full((size,), 0.5, _np.float32) if size > 1 else _np.float32(0.5)
     x = make(base)
     minimal = MinimalCache()
     assert "_cache" not in vars(tfb.Exp), "Exp defines its own _cache: patch that instead"
@@ -181,14 +181,15 @@ def main(argv=None):
           f"{'fixed/off':>9s} {'minimal/off':>11s}")
     for name in args.substrates.split(","):
         try:
-            substrate(name)
+            sub = substrate(name)
         except ImportError as exc:
             print(f"{name}: not installed here ({exc})")
             continue
         for size in [int(s) for s in args.sizes.split(",")]:
-            med = measure(name, size, args.rounds)
+            med = measure(sub, size, args.rounds)
             print(f"{name:9s} {size:5d} {med['off']:7.2f} {med['fixed']:8.2f} "
-                  f"{med['minimal']:10.2f} {med['fixed/off']:9.3f} {med['minimal/off']:11.3f}", flush=True)
+                  f"{med['minimal']:10.2f} {med['fixed/off']:9.3f} {med['minimal/off']:11.3f}",
+                  flush=True)
     return 0
 
 
