@@ -101,6 +101,15 @@ def test_gpu_script_dry_run_on_cpu(tmp_path):
     result = run_child(["bash", script], env, timeout=300)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
     assert not (tmp_path / "bench-only" / "tests.log").exists()
+    # BENCH_SECONDS=0: the tests alone (no benchmark is started, not even one without a
+    # time limit, which is what ``timeout 0`` would run)
+    env.update(OUT=str(tmp_path / "tests-only"), TEST_SECONDS="300", BENCH_SECONDS="0",
+               BENCH_FLAGS="--allow-cpu --match no-such-case")
+    result = run_child(["bash", script], env, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert not (tmp_path / "tests-only" / "bench").exists()
+    assert not (tmp_path / "tests-only" / "bench.log").exists()
+    assert " passed" in (tmp_path / "tests-only" / "tests.log").read_text()
 
 
 def test_match_that_selects_nothing_is_an_error(tmp_path):
