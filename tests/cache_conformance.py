@@ -180,6 +180,24 @@ def test_equal_bijectors_share_entries(sub, impl):
     assert tfb.Shift(2.0).inverse(y) is not x
 
 
+def test_equal_bijectors_share_entries_once_the_first_one_went(sub, impl):
+    """Sharing does not hang on the first of equal bijectors: once it is gone, a new
+    equal one (or a copy) still shares the entries of those that remain. (Found by the
+    random test below, with bijectors replaced by their copies.)"""
+    tfb = api(sub).bijectors
+    first, second = tfb.Shift(1.5), tfb.Shift(1.5)
+    x0 = value(sub, [0.5])
+    first.forward(x0)
+    second.forward(x0)  # both used; their outputs dropped at once
+    del first
+    collect()
+    x = value(sub, [0.5, 1.0])
+    y = second.forward(x)
+    assert tfb.Shift(1.5).inverse(y) is x
+    for clone in (copy.copy(second), copy.deepcopy(second), pickle.loads(pickle.dumps(second))):
+        assert clone.inverse(y) is x and clone.forward(x) is y
+
+
 def test_structured_inputs(sub, impl):
     tfb = api(sub).bijectors
     bij = tfb.JointMap([tfb.Exp(), tfb.Softplus()])
@@ -435,20 +453,22 @@ class _Expected(object):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_contract_holds_under_random_sequences(sub, impl, seed):
+def test_contract_holds_under_random_sequences(request, sub, impl, seed):
     """Random calls (forward, inverse, both log-dets) of equal and distinct bijectors, on
     values made, returned, dropped and (NumPy, where inputs stay writeable) changed in
-    place, with bound and unbound clears and collections between them. After every call:
-    the result is right for the values' current contents, and it is the very object a
-    correct cache must return (the input of a live edge, or its output). At the end,
-    with every value dropped: no entries left, not even dead ones.
+    place, with bound and unbound clears, bijectors replaced by their copies (copy,
+    deepcopy, pickle) and collections between them. After every call: the result is
+    right for the values' current contents, and it is the very object a correct cache
+    must return (the input of a live edge, or its output). At the end, with every value
+    dropped: no entries left, not even dead ones.
 
-    TFP's own cache passes these three seeds (TFP 0.12 to nightly) and fails others: 3
-    and 14 of the first 60 on TFP 0.25, by the two defects that have tests of their own
-    below (distilled from those seeds). This package's cache passed the first 40 seeds
-    in every substrate of TFP 0.12, 0.20, 0.25 and nightly."""
+    TFP's own cache fails some seeds (2, 3 and 4 of the first 12 on TFP 0.25) by the two
+    defects that have tests of their own below, distilled from such seeds; it may pass
+    others. This package's cache passed the first 40 seeds in every substrate of TFP
+    0.12, 0.20, 0.25 and nightly."""
     import random
 
+    expect_defect_on_upstream(request, impl, strict=False)
     rng = random.Random(seed)
     tfb = api(sub).bijectors
     bijectors = [("exp", tfb.Exp()), ("exp", tfb.Exp()), ("softplus", tfb.Softplus()),
@@ -487,6 +507,11 @@ def test_contract_holds_under_random_sequences(sub, impl, seed):
             continue
         if op < 0.305:
             gc.collect()
+            continue
+        if op < 0.325:  # a bijector replaced by its copy: equal, so it shares the entries
+            i = rng.randrange(len(bijectors))
+            how = rng.choice([copy.copy, copy.deepcopy, lambda b: pickle.loads(pickle.dumps(b))])
+            bijectors[i] = (bijectors[i][0], how(bijectors[i][1]))
             continue
         back = recent[-rng.randint(1, len(recent))] if recent and rng.random() < 0.4 else None
         v = back and back[2]()

@@ -124,7 +124,7 @@ def test_bookkeeping_of_dead_bijectors_is_dropped(sub):
     tfb = substrates()[sub].bijectors
     cache, entries = _counting_cache()
     for i in range(300):
-        b = tfb.Shift(float(i))
+        b = tfb.Shift(float(i) if i % 2 else 7.0)  # distinct ones, and equal ones
         y = _bind(cache, b).forward(make_value(sub, [0.5]))
         del b, y
     gc.collect()
@@ -132,6 +132,8 @@ def test_bookkeeping_of_dead_bijectors_is_dropped(sub):
     y = _bind(cache, last).forward(make_value(sub, [0.5]))
     shared = cache._s
     assert len(shared.tokens.by_id) == 1
+    # The equality index too: one token, one live bijector.
+    assert [len(m) for bucket in shared.tokens.by_hash.values() for m in bucket.values()] == [1]
     assert len(shared.eager.by_owner) == 1
     assert len(entries) == 2
     del y

@@ -740,7 +740,9 @@ class _Tokens(object):
     """Per-bijector identity: equal bijectors (by parameterization) get one shared token.
 
     Computed once per bijector instance (Bijector.__hash__/__eq__ walk the whole
-    parameterization); the per-instance record is dropped when the bijector dies.
+    parameterization); the per-instance record is dropped when the bijector dies. A
+    token lasts while any bijector that has it lives, not just the first one: a new
+    bijector is compared with a live one of each token of its hash.
     """
 
     __slots__ = ("lock", "by_id", "by_hash", "serials", "tokens", "dead", "eager_by_owner")
@@ -750,7 +752,8 @@ class _Tokens(object):
         # id(bijector) -> (weakref, token, serial, class, forward key base, inverse key
         # base, the set of its edges in the eager storage)
         self.by_id = {}
-        self.by_hash = {}      # hash -> [(weakref, token)]
+        # hash -> {token: {id(bijector): weakref}}: the live bijectors that have each token
+        self.by_hash = {}
         self.serials = itertools.count(1)
         self.tokens = itertools.count(1)
         self.dead = collections.deque()
@@ -771,42 +774,48 @@ class _Tokens(object):
             except TypeError:
                 h = None
             token = None
-            bucket = self.by_hash.setdefault(h, []) if h is not None else None
+            bucket = self.by_hash.setdefault(h, {}) if h is not None else None
             if bucket is not None:
-                for ref, tok in bucket:
-                    other = ref()
-                    if other is not None and (other is bijector or _safe_eq(other, bijector)):
-                        token = tok
+                for tok, members in bucket.items():
+                    for ref in members.values():
+                        other = ref()
+                        if other is not None:  # one live bijector speaks for its token
+                            if other is bijector or _safe_eq(other, bijector):
+                                token = tok
+                            break
+                    if token is not None:
                         break
-            dead = self.dead
             ident = id(bijector)
             if token is None:
                 token = next(self.tokens)
-                if bucket is not None:
-                    bucket.append((weakref.ref(bijector, lambda r, h=h: dead.append(("h", h))), token))
             serial = next(self.serials)
             edges = self.eager_by_owner[serial] = set()
-            rec = (weakref.ref(bijector, lambda r, i=(ident, serial): dead.append(("i", i))),
-                   token, serial, type(bijector)) + _key_bases(token) + (edges,)
+            dead = self.dead
+            ref = weakref.ref(bijector, lambda r, i=(ident, serial, h, token): dead.append(i))
+            if bucket is not None:
+                bucket.setdefault(token, {})[ident] = ref
+            rec = (ref, token, serial, type(bijector)) + _key_bases(token) + (edges,)
             self.by_id[ident] = rec
             return rec
 
     def _purge(self):
         while self.dead:
-            what, k = self.dead.popleft()
-            if what == "i":
-                k, serial = k
-                # Its edges hold it: a dead bijector's set is empty.
-                self.eager_by_owner.pop(serial, None)
-                rec = self.by_id.get(k)
-                if rec is not None and rec[0]() is None:
-                    del self.by_id[k]
-            else:
-                bucket = self.by_hash.get(k)
-                if bucket is not None:
-                    bucket[:] = [(r, t) for r, t in bucket if r() is not None]
-                    if not bucket:
-                        del self.by_hash[k]
+            ident, serial, h, token = self.dead.popleft()
+            # Its edges hold it: a dead bijector's set is empty.
+            self.eager_by_owner.pop(serial, None)
+            rec = self.by_id.get(ident)
+            if rec is not None and rec[0]() is None:
+                del self.by_id[ident]
+            bucket = self.by_hash.get(h) if h is not None else None
+            members = bucket.get(token) if bucket is not None else None
+            if members is not None:
+                ref = members.get(ident)
+                if ref is not None and ref() is None:  # (the id may be another's by now)
+                    del members[ident]
+                    if not members:
+                        del bucket[token]
+                        if not bucket:
+                            del self.by_hash[h]
 
 
 def _safe_eq(a, b):
