@@ -454,18 +454,18 @@ class _Expected(object):
 
 
 _COPIES = (copy.copy, copy.deepcopy, lambda b: pickle.loads(pickle.dumps(b)))
-_STEPS = 300
+_STEPS = 300  # steps of each random sequence
 
 
 def _random_calls(tfb, seed, make, contents, learn, check, mutable, copies=_COPIES,
                   leave_out=()):
-    """The steps of the random tests below, with (kind, bijector) pairs it returns with
-    its counts of checked calls and predicted hits: ``make(numbers)`` makes a value,
+    """The steps of the random tests below. ``make(numbers)`` makes a value,
     ``contents(v)`` gives a value's numbers in float64, ``learn(result, numbers)`` is
     told what a result holds, ``check(got, want, where)`` checks a result's numbers (at
-    once in eager mode, after the run in a trace), ``copies`` the ways to copy a
-    bijector, ``leave_out`` kinds of bijector not to use. Every value it made or got is
-    dropped by the time it returns."""
+    once in eager mode, after the run in a trace), ``copies`` are the ways to copy a
+    bijector, ``leave_out`` the kinds of bijector not to use. Returns the number of
+    checked calls, of predicted hits, and the (kind, bijector) pairs it ended with;
+    every value it made or got is dropped by then."""
     rng = random.Random(seed)
     bijectors = [("exp", tfb.Exp()), ("exp", tfb.Exp()), ("softplus", tfb.Softplus()),
                  ("scale", tfb.Scale(2.0)), ("scale", tfb.Scale(2.0)),
