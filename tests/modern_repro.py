@@ -83,6 +83,29 @@ if SUB == "tf":
     # __getstate__ (the other cases check protocols 0 and 1 too).
     CASES["F14 Scale(Variable) (pickle 0 and 1)"] = (lambda: tfb.Scale(ns.tf.Variable(2.0)),
                                                      bij_values)
+
+
+def batch_normalization_used_compiled():
+    """A Keras layer inside a bijector, its variables made in a trace: F14 for the keys of
+    the layer's reference counts (Keras's object-identity wrappers), and gamma's
+    constraint, a TFP lambda, held by a variable of TF's function code. Its statistics
+    and gamma are changed after the trace: a copy must carry them."""
+    b = tfb.BatchNormalization(training=False)
+    ns.tf.function(lambda: b.forward(np.float32([[0.3, 0.7]])))()
+    b.batchnorm.moving_mean.assign([0.5, -0.2])
+    b.batchnorm.moving_variance.assign([2.0, 0.5])
+    b.batchnorm.gamma.assign([1.5, 0.8])
+    return b
+
+
+def batch_normalization_values(b):
+    x = np.float32([[0.3, 0.7]])
+    return [b.forward(x), b.inverse(x), b.batchnorm.gamma.constraint(ns.tf.constant([-1.0, 2.0]))]
+
+
+if SUB == "tf":
+    CASES["F14 BatchNormalization used compiled (Keras layer)"] = (
+        batch_normalization_used_compiled, batch_normalization_values)
 CASES["F5 GaussianProcess (dill)"] = (lambda: tfd.GaussianProcess(
     psd.ExponentiatedQuadratic(), index_points=[[0.0], [1.0]], observation_noise_variance=0.1), dist_values)
 

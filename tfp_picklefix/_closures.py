@@ -138,7 +138,12 @@ def _code_path(fn: Any) -> Optional[Tuple[str, str, List[int]]]:
 
 # TF's tracking package (tf.Module's tracked structures): since TF 2.13, and before.
 TF_TRACKING = ("tensorflow.python.trackable", "tensorflow.python.training.tracking")
-_WRITTEN_AS_ITSELF = tuple(p + "." for p in TF_TRACKING) + ("tensorflow.python.util.object_identity",)
+# The object-identity wrappers of Keras 2 (tf-keras, the keras package, TF <= 2.5's own)
+# and of TF: the keys of a Keras layer's reference counts, which hold its attributes.
+OBJECT_IDENTITY = tuple(f"{package}.object_identity" for package in (
+    "tf_keras.src.utils", "keras.src.utils", "keras.utils", "tensorflow.python.keras.utils",
+    "tensorflow.python.util"))
+_WRITTEN_AS_ITSELF = tuple(p + "." for p in TF_TRACKING) + OBJECT_IDENTITY
 
 # Where Keras 2 lives: tf-keras (TF >= 2.16), the keras package (TF 2.6-2.15), TF itself
 # (TF <= 2.5).
@@ -180,8 +185,10 @@ def _written_as_itself(kind: type) -> bool:
     module = class_module(kind)
     if module.startswith(_WRITTEN_AS_ITSELF):
         return True  # a tf.Module's tracked structures; Keras's reference counts
-    if module.startswith("tensorflow.python.ops.") and hasattr(kind, "constraint"):
-        return True  # a variable: its reduction names its constraint
+    if module.startswith("tensorflow.") and hasattr(kind, "constraint") and hasattr(kind, "assign"):
+        # A variable: its reduction names its constraint. Made inside a tf.function, it
+        # is of a class of TF's function code (UnliftedInitializerVariable).
+        return True
     return keras_layer(kind)
 
 

@@ -99,8 +99,10 @@ F14 TF's ``TrackableReference`` (a named checkpoint dependency, which a ``tf.Mod
     defines __slots__ without defining __getstate__ cannot be pickled``), so no TF
     substrate TFP object, not even ``tfd.Normal(0., 1.)``, pickled with them. So does
     TFP's ``SpecialMethods``, a base of ``DeferredModule`` (the surrogate posteriors of
-    ``tfp.experimental.vi``). For protocols 0 and 1 they are written as protocol 2
-    writes them; protocols 2 and up and ``copy`` are left as they are.
+    ``tfp.experimental.vi``), and so do Keras's and TF's ``_ObjectIdentityWrapper``, the
+    keys of a Keras layer's reference counts (``tfb.BatchNormalization`` holds a layer).
+    For protocols 0 and 1 they are written as protocol 2 writes them; protocols 2 and up
+    and ``copy`` are left as they are.
 F15 ``tfp.layers`` distribution layers with no Keras config of their own and no entry in
     Keras's registry (``MultivariateNormalTriL``, ...): Keras writes a model through its
     layers' configs, so no model holding one pickled, copied or loaded
@@ -128,8 +130,8 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import _hooks, _keras_layers, _keras_models
-from ._closures import (TF_TRACKING, _CALL, _Call, class_module, keras_layer, module_name,
-                        written_by_reference)
+from ._closures import (OBJECT_IDENTITY, TF_TRACKING, _CALL, _Call, class_module, keras_layer,
+                        module_name, written_by_reference)
 
 _TFP_PREFIX = "tensorflow_probability"
 _TF_PREFIX = "tensorflow_probability.python"
@@ -1257,6 +1259,10 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
                 if cls is not None:
                     targets.append((cls, attribute, replacement, cause))
                     break
+        for module in OBJECT_IDENTITY:  # F14 for a TFP object that holds a Keras layer
+            cls = getattr(sys.modules.get(module), "_ObjectIdentityWrapper", None)
+            if cls is not None:
+                targets.append((cls, "__reduce_ex__", slots_reduce_ex, _slots_without_state))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
     if prefix == _TF_PREFIX:
         steps.extend(_keras_layers.plan(prefix))  # F15, F16
