@@ -958,11 +958,14 @@ def network_copy(self: Any) -> Any:
 
 
 # Keras 2's Sequential, by the module that defines it, and the module of its layers'
-# deserializer: tf-keras (TF >= 2.16), the keras package of TF 2.13-2.15.
+# deserializer: tf-keras (TF >= 2.16), the keras package of TF 2.13-2.15, and older ones.
 _SEQUENTIAL = {"tf_keras.src.engine.sequential": "tf_keras.src.layers.serialization",
                "keras.src.engine.sequential": "keras.src.layers.serialization",
                # Keras 2.6-2.12 (the keras package before its src/ layout): TFP 0.17 on TF 2.9
-               "keras.engine.sequential": "keras.layers.serialization"}
+               "keras.engine.sequential": "keras.layers.serialization",
+               # TF <= 2.5's own Keras: TFP 0.12 and 0.13 on TF 2.5
+               "tensorflow.python.keras.engine.sequential":
+                   "tensorflow.python.keras.layers.serialization"}
 
 
 def _keras_sequential(cls: type) -> Tuple[Any, Optional[str]]:
