@@ -108,6 +108,10 @@ def feature_transform(x: Any, _feature_ndims: Any, _example_ndims: Any) -> Any:
     return 2.0 * x
 
 
+def standard_normal_log_prob(x: Any) -> Any:
+    return -0.5 * x * x
+
+
 def cube(x: Any) -> Any:
     return x * x * x
 

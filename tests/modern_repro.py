@@ -1,4 +1,5 @@
-"""The failures F1-F7, F9, F13 and F14, one object each, through every serializer.
+"""The failures F1-F7, F9, F13 and F14, one object each, and objects of tfp.experimental
+and tfp.sts, through every serializer.
 
     python tests/modern_repro.py SUBSTRATE [dump PATH | load PATH]
 
@@ -121,6 +122,82 @@ CASES["F4 Chain of MaskedAutoregressiveFlows"] = (lambda: tfb.Chain([
     tfb.Permute([1, 0]),
     tfb.MaskedAutoregressiveFlow(shift_and_log_scale_fn=cc.maf_shift_and_log_scale)]),
     lambda b: bij_values(b, np.float32([0.3, 0.6]), event_ndims=1))
+
+
+# tfp.experimental and tfp.sts objects, built from simple arguments (F1, F4/F11 for
+# their TFP closures, F5, F14), where the release has them: each failed somewhere
+# without the package. An STS model is compared through its state space model's
+# log_prob for the same parameters (drawn from its priors with one seed).
+_Y = np.float32(np.sin(np.arange(12.0)))
+_X = np.float32(np.linspace(0.0, 1.0, 24).reshape(12, 2))
+
+
+def _structural(model):
+    params = [p.prior.sample(seed=SEED) for p in model.parameters]
+    ssm = model.make_state_space_model(num_timesteps=12, param_vals=params)
+    return [ssm.log_prob(_Y[:, None])] + params
+
+
+def _resampled(d):  # its log_prob is an estimate: seeded
+    s = d.sample(seed=SEED)
+    return [s, d.log_prob(s, seed=SEED)]
+
+
+_xd, _xb = ns.tfp.experimental.distributions, ns.tfp.experimental.bijectors
+_MORE = {
+    "IncrementLogProb": (lambda: _xd.IncrementLogProb(np.float32(1.5)),
+                         lambda d: [d.unnormalized_log_prob(())]),
+    "MultiTaskGaussianProcess": (lambda: _xd.MultiTaskGaussianProcess(
+        ns.tfp.experimental.psd_kernels.Independent(2, psd.ExponentiatedQuadratic()),
+        index_points=np.float32([[0.1], [0.5]]), observation_noise_variance=np.float32(0.1)),
+        dist_values),
+    "MultivariateNormalPrecisionFactorLinearOperator": (
+        lambda: _xd.MultivariateNormalPrecisionFactorLinearOperator(
+            np.float32([0.0, 1.0]), precision_factor=ns.tf.linalg.LinearOperatorLowerTriangular(
+                np.float32([[1.0, 0.0], [0.5, 2.0]]))), dist_values),
+    "ScalarFunctionWithInferredInverse": (
+        lambda: _xb.ScalarFunctionWithInferredInverse(cc.cube),  # its log-dets need a tape
+        lambda b: [b.forward(np.float32([0.3, 0.6])), b.inverse(np.float32([0.3, 0.6]))]),
+}
+if SUB == "tf":  # F14; it pickles without the package in the JAX and NumPy substrates
+    _MORE["ImportanceResample"] = (lambda: _xd.ImportanceResample(
+        tfd.Normal(np.float32(0.0), 2.0), cc.standard_normal_log_prob, importance_sample_size=3),
+        _resampled)
+if SUB != "numpy":
+    _MORE["HighwayFlow"] = (lambda: _xb.build_trainable_highway_flow(
+        2, 0.5, activation_fn=ns.tf.nn.softplus, gate_first_n=1, seed=SEED),
+        lambda b: bij_values(b, np.float32([0.3, 0.6]), event_ndims=1))
+
+
+def _runs(case):
+    """False where TFP's own code cannot run the object on this NumPy: TFP 0.25 calls
+    ``np.reshape(..., newshape=)``, which NumPy 2.5 removed (HighwayFlow on modern-py313)."""
+    build, values = case
+    try:
+        values(build())
+    except TypeError as exc:
+        if "newshape" in str(exc):
+            return False
+        raise
+    return True
+
+
+for _name, _case in _MORE.items():
+    if (hasattr(_xd, _name) or hasattr(_xb, _name) or _name == "HighwayFlow" and hasattr(
+            _xb, "build_trainable_highway_flow")) and _runs(_case):
+        CASES[f"experimental {_name}"] = _case
+if SUB == "tf":
+    _sts = ns.tfp.sts
+    CASES.update({f"sts.{name}": (build, _structural) for name, build in {
+        "LocalLevel": lambda: _sts.LocalLevel(observed_time_series=_Y),
+        "Seasonal": lambda: _sts.Seasonal(num_seasons=4, observed_time_series=_Y),
+        "LinearRegression": lambda: _sts.LinearRegression(design_matrix=_X),
+        "AutoregressiveIntegratedMovingAverage": lambda: _sts.AutoregressiveIntegratedMovingAverage(
+            1, 1, observed_time_series=_Y),
+        "Sum": lambda: _sts.Sum([_sts.LocalLevel(observed_time_series=_Y),
+                                 _sts.SmoothSeasonal(6.0, [1.0, 2.0], observed_time_series=_Y)],
+                                observed_time_series=_Y),
+    }.items() if hasattr(_sts, name)})
 
 
 # F13: a JitPublicMethods wrapper after its methods ran (they keep their compiled form,
