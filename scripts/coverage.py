@@ -131,7 +131,7 @@ def values(key: str, obj: Any, cc: Any) -> Dict[str, Any]:
         if compiled is not None:
             out.update(compiled)
         else:
-            put("sample", lambda: obj.sample(seed=seed))
+            put("sample", lambda: cc.sample(obj, seed))
             s = out.get("sample")
             put("log_prob", lambda: obj.log_prob(s))
             put("mean", lambda: obj.mean())

@@ -54,6 +54,8 @@ PY39_PARALLEL_WHEELS = ["pytest-xdist==3.8.0", "execnet==2.1.2"]
 # round trip, then the object's values again): half the time of all ten.
 _LIGHT_ENV = {"TFP_PICKLEFIX_THREAD_SECONDS": "10", "TFP_PICKLEFIX_LEAK_TRACES": "500",
               "TFP_PICKLEFIX_COVERAGE_SERIALIZERS": "pickle0,pickle5,copy,deepcopy,cloudpickle"}
+# The legacy stacks (TFP 0.9-0.11) run the coverage test with the same 5 serializers.
+_LEGACY_ENV = {"TFP_PICKLEFIX_COVERAGE_SERIALIZERS": _LIGHT_ENV["TFP_PICKLEFIX_COVERAGE_SERIALIZERS"]}
 # Nor do those stacks run the benchmark runner's tests (test_benchmarks.py): `make bench`
 # runs on modern and jax-nightly, `make bench-legacy` on the legacy stacks, where they
 # run. Its tests took 10 minutes of a core on each (about 5 of CI's).
@@ -136,7 +138,8 @@ STACKS: Dict[str, dict] = {
     # joblib for the worker tests: the py39 pip reaches only the local indexes, which
     # hold no joblib for Python 3.9; the host's pip fetches the pure-Python wheel.
     "legacy-0.11": dict(python="py39", constraints="legacy-0.11.txt", packages=LEGACY_PACKAGES,
-                        host_wheels=["joblib==1.5.3"] + PY39_PARALLEL_WHEELS, parallel=True),
+                        host_wheels=["joblib==1.5.3"] + PY39_PARALLEL_WHEELS, parallel=True,
+                        env=_LEGACY_ENV),
     # The first release of the global-cache era (TFP 0.12), on the legacy stacks' TF 2.5
     # (its wrapt 1.12 builds here without its C extension). A selection: the cache, the
     # patching machinery, GPflow models, and the reducers' tests written for it; the
@@ -150,10 +153,10 @@ STACKS: Dict[str, dict] = {
     "mid-0.17": _mid_py39("mid-0.17.txt", _LIGHT_TESTS + _KERAS_SAVED_MODEL_DESELECT),
     "legacy-0.10": dict(python="py39", constraints="legacy-0.10.txt", packages=LEGACY_PACKAGES,
                         shims=["tfp_legacy_tf_shim"], host_wheels=PY39_PARALLEL_WHEELS,
-                        parallel=True),
+                        parallel=True, env=_LEGACY_ENV),
     "legacy-0.9": dict(python="py39", constraints="legacy-0.9.txt", packages=LEGACY_PACKAGES,
                        shims=["tfp_legacy_tf_shim"], host_wheels=PY39_PARALLEL_WHEELS,
-                       parallel=True),
+                       parallel=True, env=_LEGACY_ENV),
     "numpy-substrate-0.11": dict(
         python="host", constraints="numpy-substrate-0.11.txt",
         nodeps=["tensorflow-probability"],

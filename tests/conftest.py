@@ -221,6 +221,13 @@ def global_substrates() -> List[str]:
     return [s for s in substrates() if era(s) == _detect.GLOBAL]
 
 
+def reduced_substrates() -> List[str]:
+    """The substrates that get the pickling reducers: every global-era one, and the TF
+    substrate of TFP 0.9-0.11 (whose modules sit where later releases have them)."""
+    return [s for s in substrates() if era(s) == _detect.GLOBAL
+            or bijector_module(s).__name__ in _detect.REDUCED_LEGACY]
+
+
 def import_substrates_code() -> str:
     """Source that imports this stack's substrates (modern TFP loads lazily: touch Bijector)."""
     packages = [substrates()[s].__name__ for s in substrates()]

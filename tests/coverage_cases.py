@@ -49,12 +49,23 @@ def stateless_seed(value: int) -> Any:
         import jax
 
         return jax.random.PRNGKey(value)
-    if hasattr(NS.tfp.random, "sanitize_seed"):
+    if hasattr(getattr(NS.tfp, "random", None), "sanitize_seed"):
         return NS.tfp.random.sanitize_seed(value)
     import importlib
 
     samplers = ".python.internal.samplers" if NS.name == "tf" else ".internal.samplers"
-    return importlib.import_module(NS.tfp.__name__ + samplers).sanitize_seed(value)
+    try:
+        return importlib.import_module(NS.tfp.__name__ + samplers).sanitize_seed(value)
+    except ImportError:  # TFP <= 0.10 samples statefully only: see ``sample``
+        return value
+
+
+def sample(dist: Any, seed: Any) -> Any:
+    """``dist.sample(seed=seed)``, repeatable: an int seed (TFP <= 0.10, which has no
+    stateless sampling) is used with TF's global seed set to it first."""
+    if isinstance(seed, int):
+        NS.tf.random.set_seed(seed)
+    return dist.sample(seed=seed)
 
 
 # Model functions (module level: picklable by name, as user code must be for pickle).

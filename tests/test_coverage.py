@@ -13,7 +13,7 @@ import pathlib
 
 import pytest
 
-from conftest import global_substrates, run_python, run_script
+from conftest import LEGACY_ERAS, era, reduced_substrates, run_python, run_script
 
 
 def known_failures(sub):
@@ -26,6 +26,15 @@ def known_failures(sub):
         known["util.TransformedVariable"] = (
             "TFP's NumPy substrate with NumPy 1.x (0.12, 0.25): a copy's value comes back "
             "as float64 (NumPy 1's type promotion in TFP's Softplus; see the README)")
+    if sub == "tf" and era(sub) in LEGACY_ERAS:
+        known["tfb.SoftClip"] = (
+            "TFP 0.9-0.11: records no parameters to be rebuilt from, and keeps its TFP "
+            "lambdas over low and high in DeferredTensors: the standard pickle refuses "
+            "them, and a deep copy shares them (so it computes with the original's "
+            "variables), with or without the package (README)")
+        known["tfd.JointDistributionSequentialAutoBatched"] = (
+            "TFP 0.10: the standard pickle refuses the lambda its constructor wraps each "
+            "model function in (_unify_call_signature), with or without the package (README)")
     if sub == "numpy" and _mean_changes_loglogistic_scale():
         known["tfd.LogLogistic"] = (
             "TFP's NumPy substrate (0.12, 0.17): mean() multiplies the array that holds scale "
@@ -46,10 +55,10 @@ def _mean_changes_loglogistic_scale():
 
 
 @pytest.mark.long(230)
-@pytest.mark.parametrize("sub", global_substrates() or ["none"])
+@pytest.mark.parametrize("sub", reduced_substrates() or ["none"])
 def test_coverage_table(sub, tmp_path):
     if sub == "none":
-        pytest.skip("no TFP >= 0.12 substrate on this stack")
+        pytest.skip("no substrate with the pickling reducers on this stack")
     # TFP_PICKLEFIX_COVERAGE_OUT=coverage regenerates the committed tables in this run.
     out = pathlib.Path(os.environ.get("TFP_PICKLEFIX_COVERAGE_OUT") or tmp_path).resolve()
     # Two processes share the classes out (about 5 minutes in one on 2 cores).

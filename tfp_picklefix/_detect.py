@@ -61,6 +61,11 @@ EXTRA_MODULES = {
 }
 
 
+# Legacy-era substrates whose layout the reducers know (the TF substrate's modules sit
+# where they do in later releases; the NumPy/JAX substrates of TFP 0.8-0.11 do not).
+REDUCED_LEGACY = ("tensorflow_probability.python.bijectors.bijector",)
+
+
 class Detection(NamedTuple):
     era: str
     reason: str  # what was (or was not) recognised, for status() and warnings

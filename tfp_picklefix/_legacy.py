@@ -78,6 +78,7 @@ def _instance_era_setstate(self: Any, state: dict) -> None:
 _dict_era_getstate.__qualname__ = "Bijector.__getstate__"
 _instance_era_getstate.__qualname__ = "Bijector.__getstate__"
 _instance_era_setstate.__qualname__ = "Bijector.__setstate__"
+GETSTATES = (_dict_era_getstate, _instance_era_getstate)
 
 
 def plan(module: Any, era: str) -> List[Step]:

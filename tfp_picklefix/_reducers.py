@@ -129,7 +129,7 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import _hooks, _keras_layers, _keras_models
+from . import _hooks, _keras_layers, _keras_models, _legacy
 from ._closures import (OBJECT_IDENTITY, TF_TRACKING, _CALL, _Call, class_module, keras_layer,
                         module_name, written_by_reference)
 
@@ -175,6 +175,16 @@ def _backend_variable(kind: type) -> bool:
 
 
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), type)
+
+
+def _pickled_dict(obj: Any) -> Optional[Dict[str, Any]]:
+    """The attributes of a TFP object as its pickle writes them: on TFP 0.9-0.11 a
+    bijector's state has its cache emptied (``_legacy``), whose own closures (TFP 0.11's
+    ``_setup_cache`` lambdas, bound to the bijector) never reach a pickle."""
+    getstate = getattr(type(obj), "__getstate__", None)
+    if getstate is not None and getstate in _legacy.GETSTATES:
+        return getstate(obj)
+    return getattr(obj, "__dict__", None)
 
 
 class _Scan:
@@ -227,7 +237,7 @@ class _Scan:
                 continue
             module = module_name(type(obj))
             if module.startswith(_TFP_PREFIX) or keras_layer(type(obj)):  # BatchNormalization
-                attrs = getattr(obj, "__dict__", None)
+                attrs = _pickled_dict(obj)
                 if attrs is not None:
                     stack.extend(attrs.values())
             elif _trackable(type(obj)):
@@ -528,7 +538,7 @@ def holds_state(fn: Any) -> bool:
         elif isinstance(obj, (list, tuple, set, frozenset)):
             stack.extend(obj)
         elif module_name(type(obj)).startswith(_TFP_PREFIX):
-            stack.extend(getattr(obj, "__dict__", {}).values())
+            stack.extend((_pickled_dict(obj) or {}).values())
     return False
 
 
@@ -566,7 +576,7 @@ def _user_function_path(attrs: Dict[str, Any], root: str) -> Any:
         elif isinstance(obj, (list, tuple)):
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(obj))))
         elif module_name(type(obj)).startswith(_TFP_PREFIX):
-            inner = getattr(obj, "__dict__", None)
+            inner = _pickled_dict(obj)
             if inner is not None:
                 stack.extend((f"{path}.{k}", v) for k, v in reversed(list(inner.items()))
                              if not k.startswith("_self_"))
@@ -1239,12 +1249,13 @@ def _step(cls: Any, attribute: Optional[str], replacement: Any,
     return None
 
 
-def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
+def plan(bijector_module: str, keras: bool = True) -> List[Tuple[Any, Any, Any]]:
     """The reducers to install for the substrate of ``bijector_module``, by feature.
 
     Only modules already imported are looked at (a hook re-plans when another one
     is); a class is patched only if it exists there and shows the cause its fix is
     for (for instance no reduction of its own: where TFP defines one, it is left alone).
+    ``keras=False``: without the fixes of ``tfp.layers`` and Keras models (F15-F17).
     """
     prefix = _prefix(bijector_module)
     targets = []
@@ -1267,7 +1278,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
             if cls is not None:
                 targets.append((cls, "__reduce_ex__", slots_reduce_ex, _slots_without_state))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
-    if prefix == _TF_PREFIX:
+    if prefix == _TF_PREFIX and keras:
         steps.extend(_keras_layers.plan(prefix))  # F15, F16
         steps.extend(_keras_models.plan(prefix))  # F17
     steps.extend(_detached_submodules(prefix))  # F5
