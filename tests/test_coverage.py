@@ -27,11 +27,6 @@ def known_failures(sub):
             "TFP's NumPy substrate with NumPy 1.x (0.12, 0.25): a copy's value comes back "
             "as float64 (NumPy 1's type promotion in TFP's Softplus; see the README)")
     if sub == "tf" and era(sub) in LEGACY_ERAS:
-        known["tfb.SoftClip"] = (
-            "TFP 0.9-0.11: records no parameters to be rebuilt from, and keeps its TFP "
-            "lambdas over low and high in DeferredTensors: the standard pickle refuses "
-            "them, and a deep copy shares them (so it computes with the original's "
-            "variables), with or without the package (README)")
         known["tfd.JointDistributionSequentialAutoBatched"] = (
             "TFP 0.10: the standard pickle refuses the lambda its constructor wraps each "
             "model function in (_unify_call_signature), with or without the package (README)")

@@ -1,4 +1,5 @@
-"""Reducers for TFP >= 0.12: how bijectors, distributions, kernels and type specs pickle.
+"""Reducers for TFP >= 0.12 (and the TF substrate of TFP 0.9-0.11, beside its cache
+fix, without F15-F17): how bijectors, distributions, kernels and type specs pickle.
 
 Installed as ``__reduce_ex__`` on each substrate's ``Bijector``, ``Distribution`` and
 ``PositiveSemidefiniteKernel`` (so every subclass, including ones a later release or
@@ -628,7 +629,7 @@ def reduce_ex(self: Any, protocol: int) -> Any:
 def closure_reduce_ex(self: Any, protocol: int) -> Any:
     """``__reduce_ex__`` for other TFP objects that hold TFP closures (transition kernels,
     GLM families, STS models, ``tfp.experimental.nn`` layers, ``LinearOperatorPSDKernel``,
-    ODE solvers):
+    ODE solvers, ``DeferredTensor``):
     Python's default reduction, with the closures written by reference (F11) for the
     standard pickle, and made again over the copied state for ``deepcopy`` where they
     hold state (cloudpickle and dill write them by value; shallow copies share them)."""
@@ -1198,7 +1199,10 @@ _GROUPS: Tuple[Tuple[str, str, Callable[[type], bool], Tuple[Tuple[str, Any], ..
               ("sts.structural_time_series", "StructuralTimeSeries"),
               ("experimental.nn.layers", "Layer"),
               ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel"),
-              ("math.ode.base", "Solver"))) + (
+              ("math.ode.base", "Solver"),
+              # TFP 0.10/0.11's SoftClip (no parameters to be rebuilt from) keeps its
+              # lambdas over low and high in DeferredTensors.
+              ("util.deferred_tensor", "DeferredTensor"))) + (
     ("experimental.util.jit_public_methods", "JitPublicMethods", _always, _JIT_METHODS_PAIRS),
     # Protocols 0 and 1 take it as it is where F14's cause is not there.
     ("experimental.util.special_methods", "SpecialMethods", _slots_without_state,
