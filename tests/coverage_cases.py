@@ -36,8 +36,13 @@ def use(name: str) -> Namespace:
         from tensorflow_probability.substrates import jax as tfp
         from tensorflow_probability.substrates.jax import tf2jax as tf
     else:
-        from tensorflow_probability.substrates import numpy as tfp
-        from tensorflow_probability.substrates.numpy import tf2numpy as tf
+        try:
+            from tensorflow_probability.substrates import numpy as tfp
+            from tensorflow_probability.substrates.numpy import tf2numpy as tf
+        except ImportError:  # TFP 0.8-0.11: an experimental substrate, its own layout
+            from tensorflow_probability.python.experimental.substrates import numpy as tfp
+
+            tf = tfp.tf2numpy
     NS = Namespace(name, tfp, tf)
     return NS
 

@@ -54,16 +54,39 @@ _REDUCER_MODULES = ("distributions.distribution", "math.psd_kernels.positive_sem
 # their submodules' names from them once they are imported, which F5 gives back.
 _LATE_PACKAGES = ("debugging", "distributions", "experimental", "glm", "layers", "math", "mcmc",
                   "monte_carlo", "optimizer", "random", "stats", "sts", "util", "vi")
+# The substrates of TFP 0.8-0.11 other than TF: each TF package has its generated copy
+# in a subpackage (``distributions/_numpy/distribution.py``), by Bijector module.
+_LEGACY_COPIES = {
+    "tensorflow_probability.python.bijectors._numpy.bijector": "_numpy",
+    "tensorflow_probability.python.bijectors._jax.bijector": "_jax",
+}
+
+
+def module_of(bijector_module: str, relative: str) -> str:
+    """The name of module ``relative`` (``"distributions.distribution"``) in the substrate
+    whose Bijector module is ``bijector_module``: below the substrate's prefix, or, in a
+    legacy NumPy/JAX substrate, in its copy beside the TF module."""
+    copy = _LEGACY_COPIES.get(bijector_module)
+    if copy is None:
+        return bijector_module.rsplit(".bijectors.", 1)[0] + "." + relative
+    package, _, name = relative.rpartition(".")
+    return f"tensorflow_probability.python.{package}.{copy}.{name}"
+
+
 EXTRA_MODULES = {
     module: (prefix + ".bijectors.ffjord", prefix + ".experimental.bijectors.highway_flow")
     + tuple(f"{prefix}.{name}" for name in _REDUCER_MODULES + _LATE_PACKAGES)
     for module, prefix in _PREFIXES.items()
 }
+# The legacy NumPy substrate: only its reducers' modules (it loads nothing lazily).
+_LEGACY_NUMPY = "tensorflow_probability.python.bijectors._numpy.bijector"
+EXTRA_MODULES[_LEGACY_NUMPY] = tuple(module_of(_LEGACY_NUMPY, name) for name in _REDUCER_MODULES)
 
 
-# Legacy-era substrates whose layout the reducers know (the TF substrate's modules sit
-# where they do in later releases; the NumPy/JAX substrates of TFP 0.8-0.11 do not).
-REDUCED_LEGACY = ("tensorflow_probability.python.bijectors.bijector",)
+# Legacy-era substrates that get the pickling reducers: TF's, whose modules sit where
+# they do in later releases, and the NumPy substrate of TFP 0.8-0.11, through
+# ``module_of``. (Not the legacy JAX substrate: no stack here runs it.)
+REDUCED_LEGACY = ("tensorflow_probability.python.bijectors.bijector", _LEGACY_NUMPY)
 
 
 class Detection(NamedTuple):

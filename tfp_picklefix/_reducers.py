@@ -130,12 +130,13 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import _hooks, _keras_layers, _keras_models, _legacy
+from . import _detect, _hooks, _keras_layers, _keras_models, _legacy
 from ._closures import (OBJECT_IDENTITY, TF_TRACKING, _CALL, _Call, class_module, keras_layer,
                         module_name, written_by_reference)
 
 _TFP_PREFIX = "tensorflow_probability"
 _TF_PREFIX = "tensorflow_probability.python"
+_TF_BIJECTOR = _TF_PREFIX + ".bijectors.bijector"
 _JD_CACHE = "_single_sample_distributions"
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by Python code, not a C type
 
@@ -451,12 +452,30 @@ def _constructor_kwargs(cls: type, parameters: Dict[str, Any]) -> Dict[str, Any]
     init = _init_parameters(cls)
     if not init:
         return parameters
+    if _passes_through(init, parameters):
+        # ``__init__(self, *args, **kwargs)`` handing its arguments on (TFP 0.10's
+        # auto-batched joint distributions): the names are those of the constructor
+        # it hands them to, the next one along the MRO that names its parameters.
+        for owner in cls.__mro__[1:]:
+            own = vars(owner).get("__init__")
+            if own is not None and owner is not object:
+                init = _parameters_after_first(own)
+                if not _passes_through(init, parameters):
+                    break
     named = {p.name for p in init if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     kwargs = {k: v for k, v in parameters.items() if k in named}
     for param in init:
         if param.kind is param.VAR_KEYWORD and isinstance(parameters.get(param.name), dict):
             kwargs.update(parameters[param.name])
     return kwargs
+
+
+def _passes_through(init: List[Any], parameters: Dict[str, Any]) -> bool:
+    """Whether a constructor's parameters are only ``*args, **kwargs``, and the recorded
+    ``parameters`` are not that ``**kwargs`` dict (see :func:`_constructor_kwargs`)."""
+    return bool(init) and all(
+        p.kind is p.VAR_POSITIONAL or (p.kind is p.VAR_KEYWORD and not isinstance(
+            parameters.get(p.name), dict)) for p in init)
 
 
 def _rebuild(cls: type, kwargs: Dict[str, Any]) -> Tuple[Any, Tuple[Any, ...]]:
@@ -1262,15 +1281,17 @@ def plan(bijector_module: str, keras: bool = True) -> List[Tuple[Any, Any, Any]]
     ``keras=False``: without the fixes of ``tfp.layers`` and Keras models (F15-F17).
     """
     prefix = _prefix(bijector_module)
+    # The TF substrate (its prefix is also that of the legacy NumPy substrate's copies).
+    tf = bijector_module == _TF_BIJECTOR
     targets = []
     for relative, class_name, attribute, replacement, cause in _TARGETS:
-        module = sys.modules.get(f"{prefix}.{relative}")
+        module = sys.modules.get(_detect.module_of(bijector_module, relative))
         if module is None and replacement in _SHARED:
             # The generated substrates share some internals with the TF one.
             module = sys.modules.get(f"{_TF_PREFIX}.{relative}")
         if module is not None:
             targets.append((getattr(module, class_name, None), attribute, replacement, cause))
-    if prefix == _TF_PREFIX:
+    if tf:
         for relative, class_name, attribute, replacement, cause in _TF_TARGETS:
             for package in TF_TRACKING:
                 cls = getattr(sys.modules.get(f"{package}.{relative}"), class_name, None)
@@ -1282,11 +1303,15 @@ def plan(bijector_module: str, keras: bool = True) -> List[Tuple[Any, Any, Any]]
             if cls is not None:
                 targets.append((cls, "__reduce_ex__", slots_reduce_ex, _slots_without_state))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
-    if prefix == _TF_PREFIX and keras:
+    if tf and keras:
         steps.extend(_keras_layers.plan(prefix))  # F15, F16
         steps.extend(_keras_models.plan(prefix))  # F17
-    steps.extend(_detached_submodules(prefix))  # F5
-    steps.extend(_misnamed_classes(prefix))  # F1b
+    if prefix != _TF_PREFIX or tf:
+        # Not for the legacy NumPy substrate: its copies sit below the TF prefix, which
+        # the TF substrate's steps look through, and TFP 0.8-0.11 neither loads them
+        # lazily (F5) nor makes classes by factories (F1b).
+        steps.extend(_detached_submodules(prefix))  # F5
+        steps.extend(_misnamed_classes(prefix))  # F1b
     return steps
 
 
