@@ -1,4 +1,4 @@
-"""F17: Keras 2.7-2.11 models that hold TFP's distribution layers.
+"""F17: Keras 2.7-2.11 models, and TF 2.5's Keras models, that hold TFP's distribution layers.
 
 Those Keras releases pickle, copy and deep-copy a built model through
 ``keras.saving.pickle_utils``, in a format that cannot hold TFP's distribution layers.
@@ -24,6 +24,16 @@ Keras's ``model.save`` wrote. The pickle names only Keras, h5py, io and importli
 loads without this package, but for the layers that only it registers (F15), as their
 HDF5 files do. Nothing else changes: the model's ``__reduce__`` and ``__deepcopy__``
 (which Keras's ``__copy__`` calls) on Keras's ``Model``, for those models only.
+
+TF 2.5's Keras (``tensorflow.python.keras``) defines no pickling or copying of a model:
+Python's deep copy copies a plain model attribute by attribute, but not one holding a
+TFP distribution layer, whose graph nodes hold TFP's distribution over tensors of
+Keras's scratch graph. There its ``Model`` gets a ``__reduce_ex__`` (which
+``copy.deepcopy`` uses too) that writes those models the same way, and a ``__copy__``
+that copies them as their deep copy does (as Keras 2.7-2.11's); other models as Python
+does. (Python
+cannot pickle any model of that Keras, with or without this package; it can deep-copy
+a plain one, and now one holding TFP's distribution layers too, and pickle those.)
 """
 from __future__ import annotations
 
@@ -93,9 +103,36 @@ def hdf5_loader(model_cls: type) -> Any:
 def _owner(model: Any) -> Optional[type]:
     """The class in ``model``'s MRO that holds F17's replacement."""
     for klass in type(model).__mro__:
-        if vars(klass).get("__reduce__") is model_reduce:
+        own = vars(klass)
+        if own.get("__reduce__") is model_reduce or own.get("__reduce_ex__") is model_reduce_ex:
             return klass
     return None
+
+
+def _is_keras(klass: type) -> bool:
+    """A class of Keras: the ``keras`` package, or TF's own copy (``tensorflow.python.keras``)."""
+    name = module_name(klass)
+    return name.split(".")[0] == "keras" or name.startswith("tensorflow.python.keras.")
+
+
+_PICKLING = ("__reduce__", "__reduce_ex__", "__deepcopy__", "__copy__")
+
+
+def python_pickles(model_cls: type) -> Optional[Any]:
+    """F17's cause on TF 2.5's Keras: no class of Keras's ``Model`` defines how a model
+    pickles or copies, so Python does it attribute by attribute, and a model holding a
+    TFP distribution layer cannot be deep-copied (its graph nodes hold TFP's
+    distribution over Keras's scratch-graph tensors: ``cannot pickle '_thread.RLock'
+    object``, ``__new__() missing 1 required positional argument: 'distribution'``),
+    where a plain model can. Returns Keras's ``load_model`` (which reads HDF5), or None."""
+    if not module_name(model_cls).startswith("tensorflow.python.keras."):
+        return None  # the keras package (2.6 on) defines or needs its own
+    for klass in model_cls.__mro__:
+        if klass is not object and any(name in vars(klass) for name in _PICKLING):
+            return None
+    models = sys.modules.get(module_name(model_cls).split(".engine.")[0] + ".models")
+    load_model = getattr(models, "load_model", None)
+    return load_model if callable(load_model) else None
 
 
 def _layer_modules() -> Dict[str, Any]:
@@ -121,7 +158,7 @@ def _graph_network(model: Any) -> bool:
     """Whether Keras writes ``model`` in HDF5: a Functional model or a Sequential."""
     if getattr(model, "_is_graph_network", False):
         return True
-    return any(klass.__qualname__ == "Sequential" and module_name(klass).split(".")[0] == "keras"
+    return any(klass.__qualname__ == "Sequential" and _is_keras(klass)
                for klass in type(model).__mro__)
 
 
@@ -165,6 +202,12 @@ def model_reduce(self: Any) -> Any:
     written = _hdf5(self)
     if written is None:
         return _original(_owner(self) or type(self), "__reduce__")(self)
+    return _reduction(written)
+
+
+def _reduction(written: Tuple[Any, bytes, str]) -> Any:
+    """The reduction of a model that :func:`_hdf5` wrote: import ``tfp.layers``, then
+    Keras's ``load_model`` of the HDF5 file in memory."""
     load_model, data, package = written
     import importlib
     import io
@@ -175,6 +218,29 @@ def model_reduce(self: Any) -> Any:
     steps = (_Call((importlib.import_module, (package,))),
              _Call((load_model, (_Call((h5py.File, (_Call((io.BytesIO, (data,))), "r"))),))))
     return operator.itemgetter(1), (steps,)
+
+
+def model_reduce_ex(self: Any, protocol: int) -> Any:
+    """``__reduce_ex__`` for TF 2.5's Keras ``Model`` (F17; ``copy.copy`` and
+    ``copy.deepcopy`` use it too): a model holding a TFP distribution layer is written as
+    :func:`model_reduce` writes it; other models as Python does without it."""
+    written = _hdf5(self)
+    if written is None:
+        return object.__reduce_ex__(self, protocol)
+    return _reduction(written)
+
+
+def model_copy(self: Any) -> Any:
+    """``__copy__`` for TF 2.5's Keras ``Model`` (F17): a model holding a TFP distribution
+    layer is copied through its HDF5 file, as Keras 2.7-2.11 copy a model (their
+    ``__copy__`` is their deep copy); other models as Python copies them without it."""
+    written = _hdf5(self)
+    if written is None:
+        import copy
+
+        return copy._reconstruct(self, None, *object.__reduce_ex__(self, 4))
+    load_model, data, _ = written
+    return _load(load_model, data)
 
 
 def model_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
@@ -199,6 +265,10 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
     model_cls = getattr(keras, "Model", None)
     if not isinstance(model_cls, type):
         return []
+    load_model = python_pickles(model_cls)
+    if load_model is not None:
+        _LOADERS[model_cls] = load_model
+        return [(model_cls, "__reduce_ex__", model_reduce_ex), (model_cls, "__copy__", model_copy)]
     for klass in model_cls.__mro__:  # tf.keras.Model is Keras's training.Model
         if "__reduce__" in vars(klass) and module_name(klass).split(".")[0] == "keras":
             model_cls = klass

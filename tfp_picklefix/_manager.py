@@ -89,8 +89,8 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
         else:
             steps = _legacy.plan(module, detection.era)
             if group in _detect.REDUCED_LEGACY:
-                # The TF substrate's reducers, by feature, but for those of tfp.layers
-                # and Keras models (F15-F17: written and tested for TFP >= 0.12).
+                # The reducers, by feature, but for those of tfp.layers (F15, F16:
+                # written and tested for TFP >= 0.12).
                 steps = steps + _reducers.plan(group, keras=False)
         if not steps and not RECORD.entries(group):
             report = SubstrateStatus(action="nothing to patch", **base)

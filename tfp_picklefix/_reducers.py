@@ -1,5 +1,6 @@
-"""Reducers for TFP >= 0.12 (and the TF substrate of TFP 0.9-0.11, beside its cache
-fix, without F15-F17): how bijectors, distributions, kernels and type specs pickle.
+"""Reducers for TFP >= 0.12 (and the TF and NumPy substrates of TFP 0.9-0.11, beside
+their cache fix, without F15 and F16): how bijectors, distributions, kernels and type
+specs pickle.
 
 Installed as ``__reduce_ex__`` on each substrate's ``Bijector``, ``Distribution`` and
 ``PositiveSemidefiniteKernel`` (so every subclass, including ones a later release or
@@ -1278,7 +1279,7 @@ def plan(bijector_module: str, keras: bool = True) -> List[Tuple[Any, Any, Any]]
     Only modules already imported are looked at (a hook re-plans when another one
     is); a class is patched only if it exists there and shows the cause its fix is
     for (for instance no reduction of its own: where TFP defines one, it is left alone).
-    ``keras=False``: without the fixes of ``tfp.layers`` and Keras models (F15-F17).
+    ``keras=False``: without the fixes of ``tfp.layers`` (F15, F16).
     """
     prefix = _prefix(bijector_module)
     # The TF substrate (its prefix is also that of the legacy NumPy substrate's copies).
@@ -1305,7 +1306,8 @@ def plan(bijector_module: str, keras: bool = True) -> List[Tuple[Any, Any, Any]]
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
     if tf and keras:
         steps.extend(_keras_layers.plan(prefix))  # F15, F16
-        steps.extend(_keras_models.plan(prefix))  # F17
+    if tf:
+        steps.extend(_keras_models.plan(prefix))  # F17 (on TFP 0.9-0.11 too: TF 2.5's Keras)
     if prefix != _TF_PREFIX or tf:
         # Not for the legacy NumPy substrate: its copies sit below the TF prefix, which
         # the TF substrate's steps look through, and TFP 0.8-0.11 neither loads them

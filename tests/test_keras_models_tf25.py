@@ -1,0 +1,121 @@
+"""F17 on TF 2.5's own Keras (``tensorflow.python.keras``: the legacy stacks, TFP 0.9-0.11,
+and ``mid-0.12``): Keras models holding a TFP distribution layer.
+
+That Keras defines no pickling or copying of a model. Python deep-copies a plain model
+attribute by attribute, but not one holding a TFP distribution layer (its graph nodes
+hold TFP's distribution over tensors of Keras's scratch graph), and pickles no model
+at all. With the package a built Sequential or Functional model holding such a layer
+pickles, copies and deep-copies through Keras's HDF5 format; other models are left to
+Python, as before.
+"""
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+from conftest import has_tf
+
+pytestmark = pytest.mark.skipif(not has_tf(), reason="needs TensorFlow")
+
+
+def _tf25_keras():
+    import tensorflow as tf
+
+    return tf.keras.Model.__module__.startswith("tensorflow.python.keras.")
+
+
+def _pickler(protocol):
+    def roundtrip(obj):
+        data = pickle.dumps(obj, protocol=protocol)
+        assert b"tfp_picklefix" not in data  # loads where the package is not installed
+        return pickle.loads(data)
+    return roundtrip
+
+
+SERIALIZERS = [("pickle2", _pickler(2)), ("pickle5", _pickler(5)), ("copy", copy.copy),
+               ("deepcopy", copy.deepcopy)]
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+
+def _models():
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    tfpl = tfp.layers
+    sequential = tf.keras.Sequential([tf.keras.layers.Dense(2, input_shape=(3,)),
+                                      tfpl.IndependentNormal(1)])
+    inputs = tf.keras.Input(shape=(3,))
+    hidden = tf.keras.layers.Dense(tfpl.IndependentNormal.params_size(2))(inputs)
+    functional = tf.keras.Model(inputs, tfpl.IndependentNormal(2)(hidden))
+    return {"sequential": sequential, "functional": functional}
+
+
+def _same_model(original, clone):
+    assert type(clone) is type(original)
+    got, want = clone(X), original(X)
+    np.testing.assert_allclose(np.asarray(got.mean()), np.asarray(want.mean()), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(got.stddev()), np.asarray(want.stddev()), rtol=1e-6)
+    # Weights of its own: changing the copy's leaves the original as it was.
+    before = [np.asarray(w) for w in original.weights]
+    clone.weights[0].assign(clone.weights[0] + 1.0)
+    for w, b in zip(original.weights, before):
+        np.testing.assert_array_equal(np.asarray(w), b)
+
+
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras (TF <= 2.5)")
+def test_models_holding_a_tfp_distribution_layer_pickle_and_copy():
+    import tfp_picklefix
+
+    tfp_picklefix.patch()
+    failures = []
+    for kind, model in _models().items():
+        for name, roundtrip in SERIALIZERS:
+            try:
+                _same_model(model, roundtrip(model))
+            except Exception as exc:
+                failures.append(f"{kind}/{name}: {type(exc).__name__}: {exc}"[:300])
+    assert not failures, failures
+
+
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras (TF <= 2.5)")
+def test_a_compiled_and_trained_model_keeps_its_training_state():
+    """Keras's HDF5 file holds the training configuration and the optimizer's state
+    (a named loss: Keras's HDF5 format cannot name a lambda)."""
+    import tfp_picklefix
+
+    tfp_picklefix.patch()
+    model = _models()["sequential"]
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(X, np.ones((2, 1), np.float32), epochs=2, verbose=0)
+    clone = copy.deepcopy(model)
+    assert int(clone.optimizer.iterations) == int(model.optimizer.iterations) == 2
+    import tensorflow as tf
+
+    assert tf.keras.losses.get(clone.loss) is tf.keras.losses.get(model.loss)
+    _same_model(model, clone)
+
+
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras (TF <= 2.5)")
+def test_other_models_are_copied_as_python_copies_them():
+    """A plain model is copied and deep-copied attribute by attribute, as without the
+    package (its deep copy then cannot compute its outputs, Keras's own: "Could not
+    compute output"), and still does not pickle (Keras's own too)."""
+    import tensorflow as tf
+
+    import tfp_picklefix
+
+    tfp_picklefix.patch()
+    model = tf.keras.Sequential([tf.keras.layers.Dense(2, input_shape=(3,))])
+    model.compile(optimizer="adam", loss="mse")
+    shallow = copy.copy(model)
+    assert type(shallow) is type(model) and shallow.weights[0] is model.weights[0]
+    np.testing.assert_allclose(np.asarray(shallow(X)), np.asarray(model(X)), rtol=1e-6)
+    deep = copy.deepcopy(model)
+    assert type(deep) is type(model) and deep.weights[0] is not model.weights[0]
+    with pytest.raises(AssertionError, match="Could not compute output"):
+        deep(X)
+    with pytest.raises(TypeError, match="weakref"):
+        pickle.dumps(model)
