@@ -22,6 +22,8 @@ pytestmark = pytest.mark.skipif(not has_tf(), reason="needs TensorFlow")
 
 
 def _tf25_keras():
+    if not has_tf():
+        return False
     import tensorflow as tf
 
     return tf.keras.Model.__module__.startswith("tensorflow.python.keras.")
