@@ -31,9 +31,8 @@ TFP distribution layer, whose graph nodes hold TFP's distribution over tensors o
 Keras's scratch graph. There its ``Model`` gets a ``__reduce_ex__`` (which
 ``copy.deepcopy`` uses too) that writes those models the same way, and a ``__copy__``
 that copies them as their deep copy does (as Keras 2.7-2.11's); other models as Python
-does. (Python
-cannot pickle any model of that Keras, with or without this package; it can deep-copy
-a plain one, and now one holding TFP's distribution layers too, and pickle those.)
+does. (Python cannot pickle any model of that Keras, with or without this package, and
+its deep copy of a plain model cannot compute its outputs.)
 """
 from __future__ import annotations
 
@@ -127,8 +126,10 @@ def python_pickles(model_cls: type) -> Optional[Any]:
     where a plain model can. Returns Keras's ``load_model`` (which reads HDF5), or None."""
     if not module_name(model_cls).startswith("tensorflow.python.keras."):
         return None  # the keras package (2.6 on) defines or needs its own
+    ours = (model_reduce_ex, model_copy)  # installed already: planning again keeps them
     for klass in model_cls.__mro__:
-        if klass is not object and any(name in vars(klass) for name in _PICKLING):
+        if klass is not object and any(vars(klass).get(name, ours[0]) not in ours
+                                       for name in _PICKLING):
             return None
     models = sys.modules.get(module_name(model_cls).split(".engine.")[0] + ".models")
     load_model = getattr(models, "load_model", None)
