@@ -62,13 +62,24 @@ _LEGACY_COPIES = {
 }
 
 
+def prefix_of(bijector_module: str) -> str:
+    """The package below which a substrate's modules sit (for a legacy NumPy/JAX
+    substrate, TF's: its copies sit beside TF's modules)."""
+    return bijector_module.rsplit(".bijectors.", 1)[0]
+
+
+def legacy_copy(bijector_module: str) -> bool:
+    """Whether ``bijector_module`` is that of a TFP 0.8-0.11 NumPy/JAX substrate."""
+    return bijector_module in _LEGACY_COPIES
+
+
 def module_of(bijector_module: str, relative: str) -> str:
     """The name of module ``relative`` (``"distributions.distribution"``) in the substrate
     whose Bijector module is ``bijector_module``: below the substrate's prefix, or, in a
     legacy NumPy/JAX substrate, in its copy beside the TF module."""
     copy = _LEGACY_COPIES.get(bijector_module)
     if copy is None:
-        return bijector_module.rsplit(".bijectors.", 1)[0] + "." + relative
+        return prefix_of(bijector_module) + "." + relative
     package, _, name = relative.rpartition(".")
     return f"tensorflow_probability.python.{package}.{copy}.{name}"
 

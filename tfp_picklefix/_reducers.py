@@ -1144,10 +1144,6 @@ def jit_methods_copy(self: Any) -> Any:
     return new
 
 
-def _prefix(bijector_module: str) -> str:
-    return bijector_module.rsplit(".bijectors.", 1)[0]
-
-
 def _always(cls: type) -> bool:
     return True
 
@@ -1281,7 +1277,7 @@ def plan(bijector_module: str, keras: bool = True) -> List[Tuple[Any, Any, Any]]
     for (for instance no reduction of its own: where TFP defines one, it is left alone).
     ``keras=False``: without the fixes of ``tfp.layers`` (F15, F16).
     """
-    prefix = _prefix(bijector_module)
+    prefix = _detect.prefix_of(bijector_module)
     # The TF substrate (its prefix is also that of the legacy NumPy substrate's copies).
     tf = bijector_module == _TF_BIJECTOR
     targets = []
@@ -1308,7 +1304,7 @@ def plan(bijector_module: str, keras: bool = True) -> List[Tuple[Any, Any, Any]]
         steps.extend(_keras_layers.plan(prefix))  # F15, F16
     if tf:
         steps.extend(_keras_models.plan(prefix))  # F17 (on TFP 0.9-0.11 too: TF 2.5's Keras)
-    if prefix != _TF_PREFIX or tf:
+    if not _detect.legacy_copy(bijector_module):
         # Not for the legacy NumPy substrate: its copies sit below the TF prefix, which
         # the TF substrate's steps look through, and TFP 0.8-0.11 neither loads them
         # lazily (F5) nor makes classes by factories (F1b).
