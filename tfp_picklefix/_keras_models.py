@@ -155,6 +155,29 @@ def _holds_distribution_layer(model: Any) -> bool:
     return any(isinstance(m, layer_types) for m in submodules)
 
 
+def _holds_tfp_layer(model: Any) -> bool:
+    """Whether ``model`` holds a TFP distribution layer, or another ``tfp.layers``
+    layer with a config of TFP's own (the variational layers, ``DenseFlipout``, ...),
+    which Keras's HDF5 format writes too (their functions as F16 writes them)."""
+    if _holds_distribution_layer(model):
+        return True
+    try:
+        submodules = model.submodules
+    except Exception:
+        return False
+    return any(_tfp_config(type(m)) for m in submodules)
+
+
+def _tfp_config(cls: type) -> bool:
+    """A ``tfp.layers`` layer class whose config is TFP's (not Keras's base one)."""
+    if not module_name(cls).startswith("tensorflow_probability.python.layers."):
+        return False
+    for klass in cls.__mro__:
+        if "get_config" in vars(klass):
+            return module_name(klass).startswith("tensorflow_probability.")
+    return False
+
+
 def _graph_network(model: Any) -> bool:
     """Whether Keras writes ``model`` in HDF5: a Functional model or a Sequential."""
     if getattr(model, "_is_graph_network", False):
@@ -163,12 +186,13 @@ def _graph_network(model: Any) -> bool:
                for klass in type(model).__mro__)
 
 
-def _hdf5(model: Any) -> Optional[Tuple[Any, bytes, str]]:
+def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[Tuple[Any, bytes, str]]:
     """(Keras's ``load_model``, the model in Keras's HDF5 format, the ``tfp.layers``
-    module to import first), or None where Keras's own reduction is left to run."""
+    module to import first), or None where Keras's own reduction is left to run: a
+    model that is not built, or for which ``holds(model)`` is false."""
     owner = _owner(model)
     load_model = _LOADERS.get(owner) if owner is not None else None
-    if load_model is None or not getattr(model, "built", False) or not _holds_distribution_layer(model):
+    if load_model is None or not getattr(model, "built", False) or not holds(model):
         return None
     try:
         import io
@@ -222,10 +246,11 @@ def _reduction(written: Tuple[Any, bytes, str]) -> Any:
 
 
 def model_reduce_ex(self: Any, protocol: int) -> Any:
-    """``__reduce_ex__`` for TF 2.5's Keras ``Model`` (F17; ``copy.copy`` and
-    ``copy.deepcopy`` use it too): a model holding a TFP distribution layer is written as
-    :func:`model_reduce` writes it; other models as Python does without it."""
-    written = _hdf5(self)
+    """``__reduce_ex__`` for TF 2.5's Keras ``Model`` (F17; ``copy.deepcopy`` uses it
+    too): a model holding a TFP distribution layer, or a variational one
+    (:func:`_holds_tfp_layer`), is written as :func:`model_reduce` writes it; other
+    models as Python does without it."""
+    written = _hdf5(self, _holds_tfp_layer)
     if written is None:
         return object.__reduce_ex__(self, protocol)
     return _reduction(written)

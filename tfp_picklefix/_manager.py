@@ -89,9 +89,7 @@ def patch_module(substrate: _detect.Substrate, module: Any) -> SubstrateStatus:
         else:
             steps = _legacy.plan(module, detection.era)
             if group in _detect.REDUCED_LEGACY:
-                # The reducers, by feature, but for those of tfp.layers (F15, F16:
-                # written and tested for TFP >= 0.12).
-                steps = steps + _reducers.plan(group, keras=False)
+                steps = steps + _reducers.plan(group)  # the reducers, by feature
         if not steps and not RECORD.entries(group):
             report = SubstrateStatus(action="nothing to patch", **base)
             _reports[group] = report

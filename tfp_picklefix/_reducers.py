@@ -1269,13 +1269,12 @@ def _step(cls: Any, attribute: Optional[str], replacement: Any,
     return None
 
 
-def plan(bijector_module: str, keras: bool = True) -> List[Tuple[Any, Any, Any]]:
+def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
     """The reducers to install for the substrate of ``bijector_module``, by feature.
 
     Only modules already imported are looked at (a hook re-plans when another one
     is); a class is patched only if it exists there and shows the cause its fix is
     for (for instance no reduction of its own: where TFP defines one, it is left alone).
-    ``keras=False``: without the fixes of ``tfp.layers`` (F15, F16).
     """
     prefix = _detect.prefix_of(bijector_module)
     # The TF substrate (its prefix is also that of the legacy NumPy substrate's copies).
@@ -1300,10 +1299,9 @@ def plan(bijector_module: str, keras: bool = True) -> List[Tuple[Any, Any, Any]]
             if cls is not None:
                 targets.append((cls, "__reduce_ex__", slots_reduce_ex, _slots_without_state))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
-    if tf and keras:
+    if tf:  # (on TFP 0.9-0.11 too: TF 2.5's Keras)
         steps.extend(_keras_layers.plan(prefix))  # F15, F16
-    if tf:
-        steps.extend(_keras_models.plan(prefix))  # F17 (on TFP 0.9-0.11 too: TF 2.5's Keras)
+        steps.extend(_keras_models.plan(prefix))  # F17
     if not _detect.legacy_copy(bijector_module):
         # Not for the legacy NumPy substrate: its copies sit below the TF prefix, which
         # the TF substrate's steps look through, and TFP 0.8-0.11 neither loads them
