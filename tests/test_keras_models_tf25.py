@@ -1,7 +1,7 @@
 """F17 on TF 2.5's own Keras (``tensorflow.python.keras``: the legacy stacks, TFP 0.9-0.11,
-and ``mid-0.12``): Keras models holding a TFP distribution layer.
+and ``mid-0.12``) and on Keras 2.6 (``mid-0.14``): Keras models holding TFP's layers.
 
-That Keras defines no pickling or copying of a model. Python deep-copies a plain model
+Those Keras releases define no pickling or copying of a model. Python deep-copies a plain model
 attribute by attribute, but not one holding a TFP distribution layer (its graph nodes
 hold TFP's distribution over tensors of Keras's scratch graph), and pickles no model
 at all. With the package a built Sequential or Functional model holding such a layer
@@ -18,17 +18,20 @@ import pickle
 import numpy as np
 import pytest
 
-from conftest import has_tf
+from conftest import has_tf, keras_2_version
 
 pytestmark = pytest.mark.skipif(not has_tf(), reason="needs TensorFlow")
 
 
 def _tf25_keras():
+    """TF 2.5's own Keras, or Keras 2.6 (TF 2.6), the Keras releases whose ``Model``
+    defines no pickling or copying of its own."""
     if not has_tf():
         return False
     import tensorflow as tf
 
-    return tf.keras.Model.__module__.startswith("tensorflow.python.keras.")
+    return (tf.keras.Model.__module__.startswith("tensorflow.python.keras.")
+            or keras_2_version() == (2, 6))
 
 
 def _pickler(protocol):
@@ -69,7 +72,7 @@ def _same_model(original, clone):
         np.testing.assert_array_equal(np.asarray(w), b)
 
 
-@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras (TF <= 2.5)")
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
 def test_models_holding_a_tfp_distribution_layer_pickle_and_copy():
     import tfp_picklefix
 
@@ -84,7 +87,7 @@ def test_models_holding_a_tfp_distribution_layer_pickle_and_copy():
     assert not failures, failures
 
 
-@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras (TF <= 2.5)")
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
 def test_a_compiled_and_trained_model_keeps_its_training_state():
     """Keras's HDF5 file holds the training configuration and the optimizer's state
     (a named loss: Keras's HDF5 format cannot name a lambda)."""
@@ -102,7 +105,7 @@ def test_a_compiled_and_trained_model_keeps_its_training_state():
     _same_model(model, clone)
 
 
-@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras (TF <= 2.5)")
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
 def test_other_models_are_copied_as_python_copies_them():
     """A plain model is copied and deep-copied attribute by attribute, as without the
     package (its deep copy then cannot compute its outputs, Keras's own: "Could not
@@ -151,7 +154,7 @@ def _config(layer):
     return config
 
 
-@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras (TF <= 2.5)")
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
 def test_models_holding_f15_layers_pickle_and_deep_copy():
     """F15 on TF 2.5's Keras (applied on TFP 0.9-0.11 too): without it Keras's HDF5
     loader finds no such class ("Unknown layer: MultivariateNormalTriL")."""
@@ -196,7 +199,7 @@ def _kl(model, x):
     return float(sum(np.asarray(loss) for loss in losses)) if losses else None
 
 
-@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras (TF <= 2.5)")
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
 def test_models_holding_variational_layers_pickle_and_deep_copy():
     """F16 and F17 on TF 2.5's Keras: a model holding a variational layer (no
     distribution layer) pickles and deep-copies through Keras's HDF5 format, its

@@ -1,4 +1,4 @@
-"""F17: Keras 2.7-2.11 models, and TF 2.5's Keras models, that hold TFP's distribution layers.
+"""F17: Keras 2.6-2.11 models, and TF 2.5's Keras models, that hold TFP's layers.
 
 Those Keras releases pickle, copy and deep-copy a built model through
 ``keras.saving.pickle_utils``, in a format that cannot hold TFP's distribution layers.
@@ -25,12 +25,14 @@ loads without this package, but for the layers that only it registers (F15), as 
 HDF5 files do. Nothing else changes: the model's ``__reduce__`` and ``__deepcopy__``
 (which Keras's ``__copy__`` calls) on Keras's ``Model``, for those models only.
 
-TF 2.5's Keras (``tensorflow.python.keras``) defines no pickling or copying of a model:
-Python's deep copy copies a plain model attribute by attribute, but not one holding a
+TF 2.5's Keras (``tensorflow.python.keras``) and Keras 2.6 define no pickling or copying
+of a model: Python's deep copy copies a plain model attribute by attribute, but not one holding a
 TFP distribution layer, whose graph nodes hold TFP's distribution over tensors of
 Keras's scratch graph. There its ``Model`` gets a ``__reduce_ex__`` (which
 ``copy.deepcopy`` uses too) that writes those models the same way, and a ``__copy__``
-that copies them as their deep copy does (as Keras 2.7-2.11's); other models as Python
+that copies them as their deep copy does (as Keras 2.7-2.11's); a model holding a
+variational layer (and no distribution layer) is pickled and deep-copied that way too
+(its functions as F16 writes them), and shallow-copied by Python. Other models as Python
 does. (Python cannot pickle any model of that Keras, with or without this package, and
 its deep copy of a plain model cannot compute its outputs.)
 """
@@ -118,14 +120,13 @@ _PICKLING = ("__reduce__", "__reduce_ex__", "__deepcopy__", "__copy__")
 
 
 def python_pickles(model_cls: type) -> Optional[Any]:
-    """F17's cause on TF 2.5's Keras: no class of Keras's ``Model`` defines how a model
+    """F17's cause on TF 2.5's Keras and Keras 2.6 (found by feature alone; Keras 2.7 on
+    defines a ``__reduce__``): no class of Keras's ``Model`` defines how a model
     pickles or copies, so Python does it attribute by attribute, and a model holding a
     TFP distribution layer cannot be deep-copied (its graph nodes hold TFP's
     distribution over Keras's scratch-graph tensors: ``cannot pickle '_thread.RLock'
     object``, ``__new__() missing 1 required positional argument: 'distribution'``),
     where a plain model can. Returns Keras's ``load_model`` (which reads HDF5), or None."""
-    if not module_name(model_cls).startswith("tensorflow.python.keras."):
-        return None  # the keras package (2.6 on) defines or needs its own
     ours = (model_reduce_ex, model_copy)  # installed already: planning again keeps them
     for klass in model_cls.__mro__:
         if klass is not object and any(vars(klass).get(name, ours[0]) not in ours
@@ -246,7 +247,7 @@ def _reduction(written: Tuple[Any, bytes, str]) -> Any:
 
 
 def model_reduce_ex(self: Any, protocol: int) -> Any:
-    """``__reduce_ex__`` for TF 2.5's Keras ``Model`` (F17; ``copy.deepcopy`` uses it
+    """``__reduce_ex__`` for TF 2.5's Keras's and Keras 2.6's ``Model`` (F17; ``copy.deepcopy`` uses it
     too): a model holding a TFP distribution layer, or a variational one
     (:func:`_holds_tfp_layer`), is written as :func:`model_reduce` writes it; other
     models as Python does without it."""
@@ -257,7 +258,7 @@ def model_reduce_ex(self: Any, protocol: int) -> Any:
 
 
 def model_copy(self: Any) -> Any:
-    """``__copy__`` for TF 2.5's Keras ``Model`` (F17): a model holding a TFP distribution
+    """``__copy__`` for TF 2.5's Keras's and Keras 2.6's ``Model`` (F17): a model holding a TFP distribution
     layer is copied through its HDF5 file, as Keras 2.7-2.11 copy a model (their
     ``__copy__`` is their deep copy); other models as Python copies them without it."""
     written = _hdf5(self)
