@@ -29,20 +29,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import statistics
 import sys
-import time
 import types
 
-import numpy as _np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
 
-from benchmarks.cache_cost import substrate  # noqa: E402
-from minimal_floor import BATCH, MinimalCache  # noqa: E402
+from minimal_floor import MinimalCache, cases, package_caches, ratios, time_caches  # noqa: E402
 
 # variant -> [(text of _cache.py, its replacement)], each text found exactly once.
 EDITS = {
@@ -81,59 +77,13 @@ def variant(name):
 
 
 def measure(sub, size, rounds, names, seed=0):
-    import tfp_picklefix
-
-    tfb, make = sub
-    bij = tfb.Exp()
-    base = _np.full((size,), 0.5, _np.float32) if size > 1 else _np.float32(0.5)
-    x = make(base)
-    assert "_cache" not in vars(tfb.Exp), "Exp defines its own _cache: patch that instead"
-    before = tfp_picklefix.cache_mode()
-    objects = {}
-    for mode in ("fixed", "off"):
-        tfp_picklefix.set_cache_mode(mode)
-        objects[mode] = vars(tfb.Bijector)["_cache"]
-    objects["minimal"] = MinimalCache()
-    for name in names:
-        objects[name] = variant(name).PicklefixBijectorCache()
-
-    def use(name):
-        tfb.Bijector._cache = objects[name]
-
-    for name in objects:
-        if name == "off":
-            continue
-        use(name)
-        y = bij.forward(x)
-        assert bij.inverse(y) is x and bij.forward(x) is y, name
-        del y
-
-    def run():
-        xs = [make(base) for _ in range(BATCH)]
-        forward = bij.forward
-        t0 = time.perf_counter()
-        for v in xs:
-            forward(v)
-        return (time.perf_counter() - t0) / BATCH * 1e6
-
-    order = list(objects)
-    times = {name: [] for name in order}
-    rng = random.Random(seed)
-    try:
-        for r in range(rounds + 1):  # round 0 warms up
-            rng.shuffle(order)
-            for name in order:
-                use(name)
-                t = run()
-                if r:
-                    times[name].append(t)
-    finally:
-        tfb.Bijector._cache = objects["off"]
-        tfp_picklefix.set_cache_mode(before)
-    # Within each round, then the median: the machine's load drifts between rounds.
-    return {name: (statistics.median(ts),
-                   statistics.median(a / b for a, b in zip(ts, times["off"])))
-            for name, ts in times.items()}
+    """{name: (median us per miss, median per-round ratio to off)}."""
+    with package_caches(sub[0]) as objects:
+        objects = dict(objects, minimal=MinimalCache())
+        for name in names:
+            objects[name] = variant(name).PicklefixBijectorCache()
+        times = time_caches(sub, size, objects, rounds, seed)
+    return {name: (statistics.median(ts), ratios(times, name)) for name, ts in times.items()}
 
 
 def main(argv=None):
@@ -148,16 +98,10 @@ def main(argv=None):
     columns = ["off", "fixed"] + names + ["minimal"]
     print(f"{'substrate':9s} {'size':>5s} " + " ".join(f"{c:>14s}" for c in columns))
     print("(us per miss, and the median per-round ratio to off)")
-    for name in args.substrates.split(","):
-        try:
-            sub = substrate(name)
-        except ImportError as exc:
-            print(f"{name}: not installed here ({exc})")
-            continue
-        for size in [int(s) for s in args.sizes.split(",")]:
-            med = measure(sub, size, args.rounds, names)
-            print(f"{name:9s} {size:5d} " + " ".join(
-                f"{med[c][0]:6.2f} ({med[c][1]:.3f})" for c in columns), flush=True)
+    for name, sub, size in cases(args.substrates, args.sizes):
+        med = measure(sub, size, args.rounds, names)
+        print(f"{name:9s} {size:5d} " + " ".join(
+            f"{med[c][0]:6.2f} ({med[c][1]:.3f})" for c in columns), flush=True)
     return 0
 
 

@@ -25,6 +25,7 @@ only, not part of the package or its tests.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import statistics
@@ -107,36 +108,40 @@ class _Bound(object):
         return output
 
 
-def measure(sub, size, rounds, seed=0):
-    """Medians (us per call) of each variant on ``sub`` (``substrate()``'s pair)."""
+@contextlib.contextmanager
+def package_caches(tfb):
+    """{"fixed": ..., "off": ...}: the package's own cache objects for ``tfb``'s
+    ``Bijector._cache``, as ``set_cache_mode`` installs them; on exit the mode that was
+    set before is installed again (whatever object was swapped in meanwhile)."""
     import tfp_picklefix
 
+    assert "_cache" not in vars(tfb.Exp), "Exp defines its own _cache: patch that instead"
+    before = tfp_picklefix.cache_mode()
+    objects = {}
+    try:
+        for mode in ("fixed", "off"):
+            tfp_picklefix.set_cache_mode(mode)
+            objects[mode] = vars(tfb.Bijector)["_cache"]
+        yield objects
+    finally:
+        if "off" in objects:
+            tfb.Bijector._cache = objects["off"]  # what the package last installed
+        tfp_picklefix.set_cache_mode(before)
+
+
+def time_caches(sub, size, objects, rounds, seed=0):
+    """{name: [us per Exp miss through ``Bijector.forward``, one per round]} for each
+    cache object of ``objects`` (name -> object, ``off`` the pass-through among them),
+    swapped on ``Bijector._cache`` batch by batch in a random order each round, after
+    checking the contract (``b.inverse(b.forward(x)) is x``) under each but ``off``
+    (within ``package_caches``, which installs the package's cache again)."""
     tfb, make = sub
     bij = tfb.Exp()
     base = _np.full((size,), 0.5, _np.float32) if size > 1 else _np.float32(0.5)
     x = make(base)
-    minimal = MinimalCache()
-    assert "_cache" not in vars(tfb.Exp), "Exp defines its own _cache: patch that instead"
 
-    # The three cache objects, swapped on the class directly between batches (the
-    # package's own objects, as set_cache_mode installs them).
-    before = tfp_picklefix.cache_mode()
-    objects = {}
-    for mode in ("fixed", "off"):
-        tfp_picklefix.set_cache_mode(mode)
-        objects[mode] = vars(tfb.Bijector)["_cache"]
-    objects["minimal"] = minimal
-
-    def use(variant):
-        tfb.Bijector._cache = objects[variant]
-
-    # The contract holds under each, and the minimal cache empties itself.
-    for variant in ("fixed", "minimal"):
-        use(variant)
-        y = bij.forward(x)
-        assert bij.inverse(y) is x and bij.forward(x) is y, variant
-        del y
-    assert not minimal.entries, minimal.entries
+    def use(name):
+        tfb.Bijector._cache = objects[name]
 
     def run():
         xs = [make(base) for _ in range(BATCH)]
@@ -146,27 +151,54 @@ def measure(sub, size, rounds, seed=0):
             forward(v)
         return (time.perf_counter() - t0) / BATCH * 1e6
 
-    variants = ["off", "fixed", "minimal"]
-    times = {v: [] for v in variants}
+    order = list(objects)
+    times = {name: [] for name in order}
     rng = random.Random(seed)
-    try:
-        for r in range(rounds + 1):  # round 0 warms up
-            rng.shuffle(variants)
-            for v in variants:
-                use(v)
-                t = run()
-                if r:
-                    times[v].append(t)
-    finally:
-        tfb.Bijector._cache = objects["off"]  # what the package last installed
-        tfp_picklefix.set_cache_mode(before)
-    assert not minimal.entries, len(minimal.entries)
+    for name in order:
+        if name != "off":
+            use(name)
+            y = bij.forward(x)
+            assert bij.inverse(y) is x and bij.forward(x) is y, name
+            del y
+    for r in range(rounds + 1):  # round 0 warms up
+        rng.shuffle(order)
+        for name in order:
+            use(name)
+            t = run()
+            if r:
+                times[name].append(t)
+    return times
+
+
+def ratios(times, name):
+    """The median over rounds of ``name``'s time over ``off``'s in the same round (the
+    load of this shared machine drifts between rounds)."""
+    return statistics.median(a / b for a, b in zip(times[name], times["off"]))
+
+
+def measure(sub, size, rounds, seed=0):
+    """Medians (us per call) of each variant on ``sub`` (``substrate()``'s pair)."""
+    minimal = MinimalCache()
+    with package_caches(sub[0]) as objects:
+        times = time_caches(sub, size, dict(objects, minimal=minimal), rounds, seed)
+    assert not minimal.entries, len(minimal.entries)  # the minimal cache empties itself
     med = {v: statistics.median(ts) for v, ts in times.items()}
-    # Ratios within each round (batches next to each other in time), then their median:
-    # the load of this shared machine drifts between rounds.
     for v in ("fixed", "minimal"):
-        med[v + "/off"] = statistics.median(a / b for a, b in zip(times[v], times["off"]))
+        med[v + "/off"] = ratios(times, v)
     return med
+
+
+def cases(substrates, sizes):
+    """(name, ``substrate(name)``, size) for each substrate of the comma-separated
+    ``substrates`` installed here (the others are said to be missing) and each size."""
+    for name in substrates.split(","):
+        try:
+            sub = substrate(name)
+        except ImportError as exc:
+            print(f"{name}: not installed here ({exc})")
+            continue
+        for size in [int(s) for s in sizes.split(",")]:
+            yield name, sub, size
 
 
 def main(argv=None):
@@ -179,17 +211,11 @@ def main(argv=None):
 
     print(f"{'substrate':9s} {'size':>5s} {'off us':>7s} {'fixed us':>8s} {'minimal us':>10s} "
           f"{'fixed/off':>9s} {'minimal/off':>11s}")
-    for name in args.substrates.split(","):
-        try:
-            sub = substrate(name)
-        except ImportError as exc:
-            print(f"{name}: not installed here ({exc})")
-            continue
-        for size in [int(s) for s in args.sizes.split(",")]:
-            med = measure(sub, size, args.rounds)
-            print(f"{name:9s} {size:5d} {med['off']:7.2f} {med['fixed']:8.2f} "
-                  f"{med['minimal']:10.2f} {med['fixed/off']:9.3f} {med['minimal/off']:11.3f}",
-                  flush=True)
+    for name, sub, size in cases(args.substrates, args.sizes):
+        med = measure(sub, size, args.rounds)
+        print(f"{name:9s} {size:5d} {med['off']:7.2f} {med['fixed']:8.2f} "
+              f"{med['minimal']:10.2f} {med['fixed/off']:9.3f} {med['minimal/off']:11.3f}",
+              flush=True)
     return 0
 
 
