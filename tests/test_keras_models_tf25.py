@@ -137,7 +137,8 @@ def _f15_models():
     tfpl = tfp.layers
     layers = {"MultivariateNormalTriL": (tfpl.MultivariateNormalTriL(2),
                                          tfpl.MultivariateNormalTriL.params_size(2)),
-              "OneHotCategorical": (tfpl.OneHotCategorical(3), tfpl.OneHotCategorical.params_size(3)),
+              "OneHotCategorical": (tfpl.OneHotCategorical(3),
+                                    tfpl.OneHotCategorical.params_size(3)),
               "MixtureSameFamily": (tfpl.MixtureSameFamily(2, tfpl.IndependentNormal(1)),
                                     tfpl.MixtureSameFamily.params_size(
                                         2, tfpl.IndependentNormal.params_size(1)))}

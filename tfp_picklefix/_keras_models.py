@@ -26,9 +26,9 @@ HDF5 files do. Nothing else changes: the model's ``__reduce__`` and ``__deepcopy
 (which Keras's ``__copy__`` calls) on Keras's ``Model``, for those models only.
 
 TF 2.5's Keras (``tensorflow.python.keras``) and Keras 2.6 define no pickling or copying
-of a model: Python's deep copy copies a plain model attribute by attribute, but not one holding a
-TFP distribution layer, whose graph nodes hold TFP's distribution over tensors of
-Keras's scratch graph. There its ``Model`` gets a ``__reduce_ex__`` (which
+of a model: Python's deep copy copies a plain model attribute by attribute, but not one
+holding a TFP distribution layer, whose graph nodes hold TFP's distribution over
+tensors of Keras's scratch graph. There its ``Model`` gets a ``__reduce_ex__`` (which
 ``copy.deepcopy`` uses too) that writes those models the same way, and a ``__copy__``
 that copies them as their deep copy does (as Keras 2.7-2.11's); a model holding a
 variational layer (and no distribution layer) is pickled and deep-copied that way too
@@ -144,29 +144,25 @@ def _layer_modules() -> Dict[str, Any]:
             if name.endswith("." + _LAYERS) and module is not None}
 
 
+def _submodules(model: Any) -> Any:
+    try:
+        return model.submodules
+    except Exception:
+        return ()
+
+
 def _holds_distribution_layer(model: Any) -> bool:
     layer_types = tuple(module.DistributionLambda for module in _layer_modules().values()
                         if hasattr(module, "DistributionLambda"))
-    if not layer_types:
-        return False
-    try:
-        submodules = model.submodules
-    except Exception:
-        return False
-    return any(isinstance(m, layer_types) for m in submodules)
+    return bool(layer_types) and any(isinstance(m, layer_types) for m in _submodules(model))
 
 
 def _holds_tfp_layer(model: Any) -> bool:
     """Whether ``model`` holds a TFP distribution layer, or another ``tfp.layers``
     layer with a config of TFP's own (the variational layers, ``DenseFlipout``, ...),
     which Keras's HDF5 format writes too (their functions as F16 writes them)."""
-    if _holds_distribution_layer(model):
-        return True
-    try:
-        submodules = model.submodules
-    except Exception:
-        return False
-    return any(_tfp_config(type(m)) for m in submodules)
+    return _holds_distribution_layer(model) or any(_tfp_config(type(m))
+                                                   for m in _submodules(model))
 
 
 def _tfp_config(cls: type) -> bool:
@@ -247,10 +243,10 @@ def _reduction(written: Tuple[Any, bytes, str]) -> Any:
 
 
 def model_reduce_ex(self: Any, protocol: int) -> Any:
-    """``__reduce_ex__`` for TF 2.5's Keras's and Keras 2.6's ``Model`` (F17; ``copy.deepcopy`` uses it
-    too): a model holding a TFP distribution layer, or a variational one
-    (:func:`_holds_tfp_layer`), is written as :func:`model_reduce` writes it; other
-    models as Python does without it."""
+    """``__reduce_ex__`` for the ``Model`` of TF 2.5's Keras and Keras 2.6 (F17;
+    ``copy.deepcopy`` uses it too): a model holding a TFP distribution layer, or a
+    variational one (:func:`_holds_tfp_layer`), is written as :func:`model_reduce`
+    writes it; other models as Python does without it."""
     written = _hdf5(self, _holds_tfp_layer)
     if written is None:
         return object.__reduce_ex__(self, protocol)
@@ -258,9 +254,10 @@ def model_reduce_ex(self: Any, protocol: int) -> Any:
 
 
 def model_copy(self: Any) -> Any:
-    """``__copy__`` for TF 2.5's Keras's and Keras 2.6's ``Model`` (F17): a model holding a TFP distribution
-    layer is copied through its HDF5 file, as Keras 2.7-2.11 copy a model (their
-    ``__copy__`` is their deep copy); other models as Python copies them without it."""
+    """``__copy__`` for the ``Model`` of TF 2.5's Keras and Keras 2.6 (F17): a model
+    holding a TFP distribution layer is copied through its HDF5 file, as Keras 2.7-2.11
+    copy a model (their ``__copy__`` is their deep copy); other models as Python copies
+    them without it."""
     written = _hdf5(self)
     if written is None:
         import copy
