@@ -72,18 +72,27 @@ def _same_model(original, clone):
         np.testing.assert_array_equal(np.asarray(w), b)
 
 
-@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
-def test_models_holding_a_tfp_distribution_layer_pickle_and_copy():
+def _round_trip_failures(models, check):
+    """"kind/serializer: error" for each model of ``models`` (kind -> model) and each
+    serializer where ``check(kind, model, serializer name, copy)`` raises (or the
+    round trip itself does), with the package patched."""
     import tfp_picklefix
 
     tfp_picklefix.patch()
     failures = []
-    for kind, model in _models().items():
+    for kind, model in models.items():
         for name, roundtrip in SERIALIZERS:
             try:
-                _same_model(model, roundtrip(model))
+                check(kind, model, name, roundtrip(model))
             except Exception as exc:
                 failures.append(f"{kind}/{name}: {type(exc).__name__}: {exc}"[:300])
+    return failures
+
+
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
+def test_models_holding_a_tfp_distribution_layer_pickle_and_copy():
+    failures = _round_trip_failures(
+        _models(), lambda kind, model, name, clone: _same_model(model, clone))
     assert not failures, failures
 
 
@@ -159,21 +168,14 @@ def _config(layer):
 def test_models_holding_f15_layers_pickle_and_deep_copy():
     """F15 on TF 2.5's Keras (applied on TFP 0.9-0.11 too): without it Keras's HDF5
     loader finds no such class ("Unknown layer: MultivariateNormalTriL")."""
-    import tfp_picklefix
+    def check(kind, model, name, clone):
+        assert type(clone.layers[-1]) is type(model.layers[-1])
+        # (but MixtureSameFamily's component layer, whose config is written anew)
+        assert _config(clone.layers[-1]) == _config(model.layers[-1])
+        np.testing.assert_allclose(np.asarray(clone(X).mean()),
+                                   np.asarray(model(X).mean()), rtol=1e-6)
 
-    tfp_picklefix.patch()
-    failures = []
-    for kind, model in _f15_models().items():
-        for name, roundtrip in SERIALIZERS:
-            try:
-                clone = roundtrip(model)
-                assert type(clone.layers[-1]) is type(model.layers[-1])
-                # (but MixtureSameFamily's component layer, whose config is written anew)
-                assert _config(clone.layers[-1]) == _config(model.layers[-1])
-                np.testing.assert_allclose(np.asarray(clone(X).mean()),
-                                           np.asarray(model(X).mean()), rtol=1e-6)
-            except Exception as exc:
-                failures.append(f"{kind}/{name}: {type(exc).__name__}: {exc}"[:300])
+    failures = _round_trip_failures(_f15_models(), check)
     assert not failures, failures
 
 
@@ -204,26 +206,23 @@ def _kl(model, x):
 def test_models_holding_variational_layers_pickle_and_deep_copy():
     """F16 and F17 on TF 2.5's Keras: a model holding a variational layer (no
     distribution layer) pickles and deep-copies through Keras's HDF5 format, its
-    functions written as F16 writes them: same layers, configs, weights and KL loss,
+    functions written as F16 writes them: same layer classes, weights and KL loss,
     weights of its own. Its shallow copy stays Python's (shared weights), as before."""
-    import tfp_picklefix
+    models = _variational_models()
+    inputs, kl = {}, {}
+    for kind, model in models.items():
+        inputs[kind] = np.ones((2,) + tuple(model.input_shape[1:]), np.float32)
+        kl[kind] = _kl(model, inputs[kind])
+        assert kl[kind] is not None or kind == "Convolution1DFlipout", kind
 
-    tfp_picklefix.patch()
-    failures = []
-    for kind, model in _variational_models().items():
-        x = np.ones((2,) + tuple(model.input_shape[1:]), np.float32)
-        want = _kl(model, x)
-        assert want is not None or kind == "Convolution1DFlipout", kind
-        for name, roundtrip in SERIALIZERS:
-            try:
-                clone = roundtrip(model)
-                assert [type(a) for a in clone.layers] == [type(b) for b in model.layers]
-                assert len(clone.weights) == len(model.weights)
-                for got, expected in zip(clone.weights, model.weights):
-                    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
-                    assert (got is expected) == (name == "copy"), name
-                if want is not None:
-                    np.testing.assert_allclose(_kl(clone, x), want, rtol=1e-6)
-            except Exception as exc:
-                failures.append(f"{kind}/{name}: {type(exc).__name__}: {exc}"[:300])
+    def check(kind, model, name, clone):
+        assert [type(a) for a in clone.layers] == [type(b) for b in model.layers]
+        assert len(clone.weights) == len(model.weights)
+        for got, expected in zip(clone.weights, model.weights):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+            assert (got is expected) == (name == "copy"), name
+        if kl[kind] is not None:
+            np.testing.assert_allclose(_kl(clone, inputs[kind]), kl[kind], rtol=1e-6)
+
+    failures = _round_trip_failures(models, check)
     assert not failures, failures

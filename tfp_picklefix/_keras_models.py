@@ -151,18 +151,24 @@ def _submodules(model: Any) -> Any:
         return ()
 
 
+def _distribution_layer_types() -> Tuple[type, ...]:
+    return tuple(module.DistributionLambda for module in _layer_modules().values()
+                 if hasattr(module, "DistributionLambda"))
+
+
 def _holds_distribution_layer(model: Any) -> bool:
-    layer_types = tuple(module.DistributionLambda for module in _layer_modules().values()
-                        if hasattr(module, "DistributionLambda"))
+    layer_types = _distribution_layer_types()
     return bool(layer_types) and any(isinstance(m, layer_types) for m in _submodules(model))
 
 
 def _holds_tfp_layer(model: Any) -> bool:
     """Whether ``model`` holds a TFP distribution layer, or another ``tfp.layers``
     layer with a config of TFP's own (the variational layers, ``DenseFlipout``, ...),
-    which Keras's HDF5 format writes too (their functions as F16 writes them)."""
-    return _holds_distribution_layer(model) or any(_tfp_config(type(m))
-                                                   for m in _submodules(model))
+    which Keras's HDF5 format writes too (their functions as F16 writes them). One walk
+    of the model's submodules."""
+    layer_types = _distribution_layer_types()
+    return any((layer_types and isinstance(m, layer_types)) or _tfp_config(type(m))
+               for m in _submodules(model))
 
 
 def _tfp_config(cls: type) -> bool:
