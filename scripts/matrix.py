@@ -488,6 +488,33 @@ def install_package(stack: str) -> None:
     env = stack_env(stack)
     _run([python_of(stack), "-m", "pip", "install", "--disable-pip-version-check", "-q",
           "--no-deps", "--force-reinstall", ROOT], env, "pip install tfp-picklefix")
+    copy_extension(stack, env)
+
+
+def copy_extension(stack: str, env: Dict[str, str]) -> None:
+    """The tests import the package from the checkout (``python -m pytest`` from its
+    root): give the checkout the C extension that the install built for this stack's
+    Python (``_speedups.<its ABI tag>.so``, ignored by git), or else none, so that they
+    run the code a user's install runs."""
+    code = ("import glob, os, sysconfig\n"
+            "print(sysconfig.get_config_var('EXT_SUFFIX'))\n"
+            "print(sysconfig.get_paths()['platlib'])\n")
+    out = subprocess.run([python_of(stack), "-c", code], cwd="/", env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if out.returncode != 0:
+        raise Skip(f"cannot ask {stack}'s Python where the package went: {out.stdout[-500:]}")
+    suffix, platlib = out.stdout.split()[-2:]
+    name = "_speedups" + suffix
+    built = os.path.join(platlib, "tfp_picklefix", name)
+    target = os.path.join(ROOT, "tfp_picklefix", name)
+    if os.path.exists(target):
+        os.remove(target)
+    if os.path.exists(built):
+        shutil.copyfile(built, target)
+        log(f"{stack}: the cache's C path (tfp_picklefix/{name}) was built")
+    else:
+        log(f"{stack}: the cache's C path was not built here (no compiler or no Python "
+            "headers): its tests run the pure-Python cache")
 
 
 def parallel_args(stack: str) -> List[str]:

@@ -7,7 +7,7 @@ import threading
 import warnings
 from typing import Any, Dict
 
-from . import _detect, _global, _hooks, _legacy, _reducers
+from . import _detect, _global, _hooks, _legacy, _native, _reducers
 from ._record import RECORD
 from ._status import Status, SubstrateStatus
 
@@ -166,6 +166,7 @@ def patch() -> Status:
         return status()
     with _lock:
         _active = True
+        _native.enable_unless_off()  # the fixed cache's C path, if built (before any cache)
         _hooks.install(_on_import)
         for substrate in _detect.SUBSTRATES:
             module = sys.modules.get(substrate.module)
@@ -199,4 +200,5 @@ def status() -> Status:
         disabled = env_disabled()
         mode = f"off ({ENV_VAR}={os.environ.get(ENV_VAR)})" if disabled else "on"
         return Status(enabled=not disabled, active=_active, mode=mode, cache_mode=cache_mode(),
-                      substrates=tuple(_reports[k] for k in sorted(_reports)))
+                      substrates=tuple(_reports[k] for k in sorted(_reports)),
+                      speedups=_native.state())

@@ -20,10 +20,12 @@ class Status(NamedTuple):
     mode: str               # how the package was asked to run, e.g. "on" or "off (TFP_PICKLEFIX=off)"
     cache_mode: str         # TFP >= 0.12: "fixed" (this package's cache), "upstream" or "off"
     substrates: Tuple[SubstrateStatus, ...]
+    speedups: str = ""      # which code runs the fixed cache's common miss: "C" or "Python (why)"
 
     def __str__(self) -> str:
         lines = [f"tfp_picklefix: {'active' if self.active else 'inactive'}; mode: {self.mode}; "
-                 f"cache mode (TFP >= 0.12): {self.cache_mode}"]
+                 f"cache mode (TFP >= 0.12): {self.cache_mode}"
+                 + (f" (miss path: {self.speedups})" if self.speedups else "")]
         if not self.substrates:
             lines.append("no TFP substrate imported yet (substrates are patched when imported)")
             return "\n".join(lines)

@@ -94,8 +94,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import tfp_picklefix  # noqa: F401
 
+    from tfp_picklefix import _native
+
     names = list(EDITS)
-    columns = ["off", "fixed"] + names + ["minimal"]
+    # The variants are copies of _cache.py, in Python: compare them with ``python``, the
+    # package's cache on its pure-Python path, where ``fixed`` runs its miss in C.
+    columns = ["off", "fixed"] + (["python"] if _native.enabled() else []) + names + ["minimal"]
     print(f"{'substrate':9s} {'size':>5s} " + " ".join(f"{c:>14s}" for c in columns))
     print("(us per miss, and the median per-round ratio to off)")
     for name, sub, size in cases(args.substrates, args.sizes):

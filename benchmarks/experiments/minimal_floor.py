@@ -9,7 +9,9 @@ inputs (cache misses whose outputs are dropped at once, as ``cache_cost.py`` doe
 through the public ``Exp().forward``, with ``Bijector._cache`` in turn:
 
 - ``off``: the package's pass-through (``TFP_PICKLEFIX_CACHE=off``);
-- ``fixed``: the package's cache;
+- ``fixed``: the package's cache (with its common miss in C where
+  ``tfp_picklefix._speedups`` is built, the default);
+- ``python``: where ``fixed`` runs in C, the same cache on its pure-Python path;
 - ``minimal``: :class:`MinimalCache` below, which keeps only the contract's core
   (``b.inverse(b.forward(x)) is x``, the input held while the output lives, both
   entries dropped when the output dies) and none of the rest: no lock (not thread-safe),
@@ -108,12 +110,31 @@ class _Bound(object):
         return output
 
 
+def python_cache():
+    """The package's cache on its pure-Python path (``_cache.py`` as written), in a
+    process where the C path (``tfp_picklefix._speedups``) is on for the class."""
+    from tfp_picklefix import _cache, _native
+
+    class PythonPath(_cache.PicklefixBijectorCache):
+        __slots__ = ()
+        forward = _native._PY_FORWARD
+        inverse = _native._PY_INVERSE
+
+    cache = PythonPath()
+    storage = cache._s.eager
+    storage.callback = _native._PY_DEATH_CALLBACK(storage)
+    return cache
+
+
 @contextlib.contextmanager
 def package_caches(tfb):
     """{"fixed": ..., "off": ...}: the package's own cache objects for ``tfb``'s
-    ``Bijector._cache``, as ``set_cache_mode`` installs them; on exit the mode that was
-    set before is installed again (whatever object was swapped in meanwhile)."""
+    ``Bijector._cache``, as ``set_cache_mode`` installs them, and, where ``fixed`` runs
+    its common miss in C, ``python``: the same cache on its pure-Python path. On exit
+    the mode that was set before is installed again (whatever object was swapped in
+    meanwhile)."""
     import tfp_picklefix
+    from tfp_picklefix import _native
 
     assert "_cache" not in vars(tfb.Exp), "Exp defines its own _cache: patch that instead"
     before = tfp_picklefix.cache_mode()
@@ -122,6 +143,8 @@ def package_caches(tfb):
         for mode in ("fixed", "off"):
             tfp_picklefix.set_cache_mode(mode)
             objects[mode] = vars(tfb.Bijector)["_cache"]
+        if _native.enabled():
+            objects["python"] = python_cache()
         yield objects
     finally:
         if "off" in objects:
@@ -183,7 +206,7 @@ def measure(sub, size, rounds, seed=0):
         times = time_caches(sub, size, dict(objects, minimal=minimal), rounds, seed)
     assert not minimal.entries, len(minimal.entries)  # the minimal cache empties itself
     med = {v: statistics.median(ts) for v, ts in times.items()}
-    for v in ("fixed", "minimal"):
+    for v in times:
         med[v + "/off"] = ratios(times, v)
     return med
 
@@ -207,15 +230,18 @@ def main(argv=None):
     parser.add_argument("--sizes", default="1,1000")
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args(argv)
-    import tfp_picklefix  # noqa: F401
+    import tfp_picklefix
 
-    print(f"{'substrate':9s} {'size':>5s} {'off us':>7s} {'fixed us':>8s} {'minimal us':>10s} "
-          f"{'fixed/off':>9s} {'minimal/off':>11s}")
+    from tfp_picklefix import _native
+
+    columns = ["off", "fixed"] + (["python"] if _native.enabled() else []) + ["minimal"]
+    print(f"fixed: the package's cache (miss path: {tfp_picklefix.status().speedups})")
+    print(f"{'substrate':9s} {'size':>5s} " + " ".join(f"{c:>14s}" for c in columns))
+    print("(us per miss, and the median per-round ratio to off)")
     for name, sub, size in cases(args.substrates, args.sizes):
         med = measure(sub, size, args.rounds)
-        print(f"{name:9s} {size:5d} {med['off']:7.2f} {med['fixed']:8.2f} "
-              f"{med['minimal']:10.2f} {med['fixed/off']:9.3f} {med['minimal/off']:11.3f}",
-              flush=True)
+        print(f"{name:9s} {size:5d} " + " ".join(
+            f"{med[c]:6.2f} ({med[c + '/off']:.3f})" for c in columns), flush=True)
     return 0
 
 
