@@ -365,8 +365,13 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead
         ["fixed_vs_off"] if "fixed" in variants and "off" in variants else [])
     lines = [f"# Benchmark results: {meta['tag']}", "",
              f"- when: {meta['when']}; machine: {meta['machine']}; python: {meta['python']}",
-             f"- versions: {json.dumps(meta['versions'])}",
-             f"- variants: {', '.join(variants)} (fresh process each, interleaved, "
+             f"- versions: {json.dumps(meta['versions'])}"]
+    statuses = meta.get("status") or {}
+    package_status = next((statuses[v] for v in ["fixed"] + sorted(statuses)
+                           if statuses.get(v) not in (None, "", "not imported")), "")
+    if package_status:  # which mode, and which code runs the fixed cache's miss (C or Python)
+        lines.append(f"- the package: {package_status.splitlines()[0]}")
+    lines += [f"- variants: {', '.join(variants)} (fresh process each, interleaved, "
              f"{meta['repeats']} rounds); times are median microseconds per call",
              "- ratio = variant / none (median of per-round ratios, [min, max]); "
              "fixed_vs_off = the cache's cost over no cache at all", ""]
