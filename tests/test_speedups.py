@@ -61,7 +61,15 @@ def test_status_says_which_code_runs_the_miss():
         assert speedups == "C"
     else:
         assert speedups == "Python (extension not built)"
-    assert f"(miss path: {speedups})" in str(tfp_picklefix.status()).splitlines()[0]
+    first_line = str(tfp_picklefix.status()).splitlines()[0]
+    assert (f"(miss path: {speedups})" in first_line) == (tfp_picklefix.cache_mode() == "fixed")
+    before = tfp_picklefix.cache_mode()
+    tfp_picklefix.set_cache_mode("upstream")  # the miss path is the fixed cache's only
+    try:
+        assert "miss path" not in str(tfp_picklefix.status()).splitlines()[0]
+        assert tfp_picklefix.status().speedups == speedups
+    finally:
+        tfp_picklefix.set_cache_mode(before)
 
 
 @needs_extension

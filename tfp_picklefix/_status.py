@@ -25,7 +25,8 @@ class Status(NamedTuple):
     def __str__(self) -> str:
         lines = [f"tfp_picklefix: {'active' if self.active else 'inactive'}; mode: {self.mode}; "
                  f"cache mode (TFP >= 0.12): {self.cache_mode}"
-                 + (f" (miss path: {self.speedups})" if self.speedups else "")]
+                 + (f" (miss path: {self.speedups})"
+                    if self.speedups and self.cache_mode == "fixed" else "")]
         if not self.substrates:
             lines.append("no TFP substrate imported yet (substrates are patched when imported)")
             return "\n".join(lines)
