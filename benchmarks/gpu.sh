@@ -20,10 +20,14 @@ if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=/tmp/tfp-site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=3
+# The cache's C path, in the checkout (the runner's workers and the tests import it from
+# there): built if the machine has a compiler and Python's headers, else the pure-Python
+# cache runs; device.txt and results.md say which.
+"$PY" scripts/build_speedups.py 2>&1 | tee "$OUT/device.txt"
 # JAX takes 75 % of the GPU's memory per process unless told not to: the tests in
 # several processes (PYTEST_FLAGS="-n 8") could not start (the runner sets it itself).
 export XLA_PYTHON_CLIENT_PREALLOCATE=${XLA_PYTHON_CLIENT_PREALLOCATE:-false}
-nvidia-smi -L 2>&1 | tee "$OUT/device.txt"
+nvidia-smi -L 2>&1 | tee -a "$OUT/device.txt"
 "$PY" -c "import jax, numpy, tensorflow_probability.substrates.jax as t; print('jax', jax.__version__, jax.devices(), 'numpy', numpy.__version__, 'tfp', t.__version__)" 2>&1 \
   | tee -a "$OUT/device.txt" || exit 1
 rc=0
