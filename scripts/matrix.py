@@ -496,7 +496,7 @@ def copy_extension(stack: str, env: Dict[str, str]) -> None:
     root): give the checkout the C extension that the install built for this stack's
     Python (``_speedups.<its ABI tag>.so``, ignored by git), or else none, so that they
     run the code a user's install runs."""
-    code = ("import glob, os, sysconfig\n"
+    code = ("import sysconfig\n"
             "print(sysconfig.get_config_var('EXT_SUFFIX'))\n"
             "print(sysconfig.get_paths()['platlib'])\n")
     out = subprocess.run([python_of(stack), "-c", code], cwd="/", env=env, text=True,

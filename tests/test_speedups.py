@@ -8,6 +8,7 @@ it too), and that both paths leave the same entries behind for the same calls.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
 import os
@@ -125,6 +126,18 @@ def test_the_conformance_suite_passes_on_the_python_path():
     assert " passed" in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
 
 
+@contextlib.contextmanager
+def _installed(sub, cache):
+    """``cache`` as the ``Bijector._cache`` of substrate ``sub`` for the block."""
+    tfb = substrates()[sub].bijectors
+    saved = vars(tfb.Bijector)["_cache"]
+    tfb.Bijector._cache = cache
+    try:
+        yield tfb
+    finally:
+        tfb.Bijector._cache = saved
+
+
 def _bijectors(sub):
     tfb = substrates()[sub].bijectors
     return [tfb.Exp(), tfb.Exp(), tfb.Softplus(),
@@ -172,12 +185,9 @@ def _steps(sub, rng, bijectors, pool):
 def _run_sequence(sub, seed):
     """:func:`_steps` on a fresh cache object of the current code path: what the calls
     returned, what the cache kept, and what it kept once everything was dropped."""
-    tfb = substrates()[sub].bijectors
     cache = _cache.PicklefixBijectorCache()
-    saved = vars(tfb.Bijector)["_cache"]
-    tfb.Bijector._cache = cache
     rng = random.Random(seed)
-    try:
+    with _installed(sub, cache):
         bijectors = _bijectors(sub)
         pool = [make_value(sub, rng.choice([0.5, [0.25, 1.5], 2.0])) for _ in range(4)]
         seen = _steps(sub, rng, bijectors, pool)
@@ -188,8 +198,6 @@ def _run_sequence(sub, seed):
         del pool, bijectors
         gc.collect()
         return seen, kept, (len(storage.entries), len(storage.held), len(storage.pending))
-    finally:
-        tfb.Bijector._cache = saved
 
 
 @needs_extension
@@ -213,11 +221,8 @@ def test_both_paths_leave_the_same_entries(sub, seed):
 def test_outputs_dropped_at_once_release_everything(sub):
     """A Link whose output dies at once may hold the last references to itself (its two
     entries): the C death callback must keep it alive while it drops it."""
-    tfb = substrates()[sub].bijectors
     cache = _cache.PicklefixBijectorCache()
-    saved = vars(tfb.Bijector)["_cache"]
-    tfb.Bijector._cache = cache
-    try:
+    with _installed(sub, cache) as tfb:
         bij = tfb.Exp()
         xs = [make_value(sub, [0.5] * 3) for _ in range(200)]
         for x in xs:
@@ -229,8 +234,6 @@ def test_outputs_dropped_at_once_release_everything(sub):
         assert all(bij.inverse(y) is x for x, y in zip(xs, ys))
         del ys
         assert (len(storage.entries), len(storage.held)) == (0, 0)
-    finally:
-        tfb.Bijector._cache = saved
 
 
 @needs_extension
@@ -244,13 +247,8 @@ def test_a_subclass_keeps_its_own_lookup(sub):
             calls.append(d)
             return super()._lookup(value, d, kwargs)
 
-    tfb = substrates()[sub].bijectors
-    saved = vars(tfb.Bijector)["_cache"]
-    tfb.Bijector._cache = Counting()
-    try:
+    with _installed(sub, Counting()) as tfb:
         bij = tfb.Exp()
         x = make_value(sub, [0.5, 1.0])
         y = bij.forward(x)
         assert bij.inverse(y) is x and calls == [0, 1]
-    finally:
-        tfb.Bijector._cache = saved

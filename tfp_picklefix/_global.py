@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
-from . import _cache, _native
+from . import _cache
 
 FIXED, UPSTREAM, OFF = "fixed", "upstream", "off"
 MODES = (FIXED, UPSTREAM, OFF)
@@ -50,7 +50,6 @@ def _own_upstream_cache(klass: type) -> Any:
 def replacement(upstream_cache: Any, owner: type, mode: str) -> Any:
     greedy = type(upstream_cache).__name__.endswith("WithGreedyAttrs")
     if mode == FIXED:
-        _native.enable_unless_off()  # before the cache (and its storage's callback) is made
         cls = (_cache.PicklefixBijectorCacheWithGreedyAttrs if greedy
                else _cache.PicklefixBijectorCache)
     else:
