@@ -21,7 +21,8 @@ clean:
 # `make bench`: the CPU suite (TF + NumPy substrates, end to end, threads, memory on the
 # default stack; the JAX substrate on the jax-nightly stack). `make bench-legacy`: the
 # legacy stacks (TF 2.5.3 + TFP 0.9/0.10/0.11), none vs package vs the A/A control, the
-# full case list, 8 rounds (enough for the pooled ratio's interval).
+# full case list, 8 rounds (enough for the pooled ratio's interval), then every case with
+# the package patched in and out in turn inside one process (3 processes, ~6 min a stack).
 BENCH_PYTHON ?= .venvs/modern/bin/python
 LEGACY_STACKS ?= legacy-0.9 legacy-0.10 legacy-0.11
 bench:
@@ -45,7 +46,9 @@ bench-legacy:
 
 # The compiled cases alone (tf.function, XLA on the default stack; jax.jit on
 # jax-nightly), 11 rounds of fresh processes: on a shared machine one process runs the
-# same compiled call up to 2x slower than another, which 3 rounds cannot resolve.
+# same compiled call up to 2x slower than another, which 3 rounds cannot resolve. Then,
+# inside one process, each case traced with each cache mode, and with the package patched
+# in and out.
 bench-compiled:
 	$(PYTHON) scripts/matrix.py setup --stacks modern,jax-nightly
 	$(BENCH_PYTHON) -m pip install -q matplotlib

@@ -2,6 +2,7 @@
 
     python benchmarks/inprocess.py --kind overhead --substrates tf,numpy [--pairs 15] [--quick]
     python benchmarks/inprocess.py --kind compiled --substrates tf [--pairs 15] [--quick]
+    python benchmarks/inprocess.py --kind package --substrates tf [--pairs 15] [--quick]
 
 On this shared machine one process runs the same code up to 2x faster than another,
 steadily within each, which swamps small effects in the A/B runner's comparison of
@@ -23,6 +24,13 @@ order flips each pair, after one pair of warm-up):
   (``--functions``, default 2), traced in the order A B B A, then B A A B (B A A B first
   in odd-numbered processes), and a mode's time in a pair is the mean of its
   functions'.
+- ``package`` (issue 5: on the legacy stacks, package / TFP as shipped within 0.98-1.02:
+  "the legacy fix must not touch the hot path"): every case of the runner but the
+  thread ones, with the package patched in (``package``: ``tfp_picklefix.patch()``)
+  and taken out again (``none``: ``tfp_picklefix.unpatch()``, which puts back every
+  attribute TFP had), in turn. Eager cases time one set of calls under both; compiled
+  cases trace their functions under each, as ``compiled`` does. After each switch one
+  batch runs untimed (``WARM_AFTER_SWITCH``).
 
 The last stdout line is a JSON record; ``benchmarks/run.py`` runs this in several
 fresh processes and aggregates.
@@ -38,8 +46,15 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SIZES = (1, 1000)
-MODES = {"overhead": ("fixed", "off"), "compiled": ("fixed", "upstream")}
+MODES = {"overhead": ("fixed", "off"), "compiled": ("fixed", "upstream"),
+         "package": ("package", "none")}
 FUNCTIONS = 2  # compiled: functions traced per mode in each process
+# Kinds whose switch is heavy: patch() and unpatch() rewrite some 150 attributes and
+# registry entries, which leaves the processor's caches cold for the start of the next
+# batch (on TFP 0.11, without this, every case came out 1-5 % slower in the mode switched
+# to by patch(), compiled ones too: the cost of the switch, not of the mode). After each
+# switch one batch runs untimed.
+WARM_AFTER_SWITCH = ("package",)
 
 
 def trace_order(modes, functions, process):
@@ -59,8 +74,34 @@ def select(kind, cases):
 
     if kind == "compiled":
         return [c for c in cases if c.get("exec") in COMPILED]
+    if kind == "package":
+        return [c for c in cases if c["kind"] in ("bijector", "e2e")]
     return [c for c in cases if c["kind"] == "bijector" and c["exec"] == "eager"
             and c["cache"] == "miss" and c["bijector"] in CORE and c["size"] in SIZES]
+
+
+def switch(kind, mode):
+    """Put the process in ``mode``: a cache mode, or for ``package`` the package patched
+    in or taken out."""
+    import tfp_picklefix
+
+    if kind != "package":
+        tfp_picklefix.set_cache_mode(mode)
+    elif mode == "package":
+        tfp_picklefix.patch()
+    else:
+        tfp_picklefix.unpatch()
+
+
+def what_runs(kind, sub):
+    """What a mode changes, as it stands now: the class-level cache (TFP >= 0.12), or on
+    TFP <= 0.11, whether ``Bijector.__getstate__`` is the package's."""
+    import tfp_picklefix
+
+    cache = vars(sub.tfb.Bijector).get("_cache")
+    if cache is not None:
+        return type(cache).__name__
+    return "patched" if tfp_picklefix.is_patched(sub.tfb.Bijector, "__getstate__") else "TFP's"
 
 
 def cases(kind, substrates, quick):
@@ -88,9 +129,10 @@ def main(argv=None):
     import tfp_picklefix
 
     from benchmarks import worker
+    from benchmarks.run import COMPILED
 
     modes = MODES[args.kind]
-    tfp_picklefix.set_cache_mode(modes[0])
+    switch(args.kind, modes[0])
     if args.cases:
         with open(args.cases) as f:
             todo = select(args.kind, json.load(f))
@@ -107,43 +149,56 @@ def main(argv=None):
     gc.collect()
     gc.freeze()  # as the A/B workers do: collections walk only what the cases allocate
     rows = []
-    for case in todo:
+    # The first case runs twice, the first time not recorded: a process's first case came
+    # out biased whatever the kind (Exp on one element in tf.function: 1.084 and 1.017
+    # package/none in two processes, then 0.993-1.007 for the same case later in each).
+    settle = todo[:1]
+    for index, case in enumerate(settle + todo):
+        record = rows.append if index >= len(settle) else (lambda row: None)
         sub = subs[case["substrate"]]
         if isinstance(sub, str):
-            rows.append({"case": case, "error": sub})
+            record({"case": case, "error": sub})
             continue
         caches = {}
         for mode in modes:
-            tfp_picklefix.set_cache_mode(mode)
-            caches[mode] = type(vars(sub.tfb.Bijector)["_cache"]).__name__
-        if args.kind == "compiled":
-            # Each traced function runs at its own speed, within a few percent, whatever
-            # the mode (two traced under one mode differ as much): several per mode.
-            order = trace_order(modes, args.functions, args.process)
-            benches = []
-            make = worker.bijector_case if case["kind"] == "bijector" else worker.e2e_case
-            for mode in order:
-                tfp_picklefix.set_cache_mode(mode)
-                benches.append((mode, make(sub, case)))
-        else:  # one set of calls, timed under both modes
-            bench = worker.bijector_case(sub, case)
-            benches = [(mode, bench) for mode in modes]
+            switch(args.kind, mode)
+            caches[mode] = what_runs(args.kind, sub)
+        make = worker.bijector_case if case["kind"] == "bijector" else worker.e2e_case
+        try:
+            if case.get("exec") in COMPILED:
+                # Each traced function runs at its own speed, within a few percent,
+                # whatever the mode (two traced under one mode differ as much): several
+                # per mode.
+                order = trace_order(modes, args.functions, args.process)
+                benches = []
+                for mode in order:
+                    switch(args.kind, mode)
+                    benches.append((mode, make(sub, case)))
+            else:  # one set of calls, timed under both modes
+                bench = make(sub, case)
+                benches = [(mode, bench) for mode in modes]
+        except Exception as exc:  # a case this stack cannot run: recorded, as the workers do
+            switch(args.kind, modes[0])
+            record({"case": case, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            continue
         times = {mode: [] for mode in modes}
         for mode, bench in benches:  # a first round, not recorded: all warmed up
-            tfp_picklefix.set_cache_mode(mode)
+            switch(args.kind, mode)
             bench.batch()
         for i in range(args.pairs):
             got = {mode: [] for mode in modes}
             for mode, bench in (benches if i % 2 == 0 else benches[::-1]):
-                tfp_picklefix.set_cache_mode(mode)
+                switch(args.kind, mode)
+                if args.kind in WARM_AFTER_SWITCH:
+                    bench.batch()  # not recorded: see WARM_AFTER_SWITCH
                 got[mode].append(bench.batch())
             for mode in modes:
                 times[mode].append(sum(got[mode]) / len(got[mode]))
-        tfp_picklefix.set_cache_mode(modes[0])
-        # what was timed: the class-level cache under each mode
-        rows.append(dict(times, case=case, caches=caches))
+        switch(args.kind, modes[0])
+        # what was timed: the class-level cache (or the patch) under each mode
+        record(dict(times, case=case, caches=caches))
     print(json.dumps({"kind": args.kind, "modes": list(modes), "rows": rows,
-                      "functions": args.functions if args.kind == "compiled" else None,
+                      "functions": args.functions if args.kind != "overhead" else None,
                       "status": str(tfp_picklefix.status())}))
 
 

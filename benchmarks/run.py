@@ -354,11 +354,12 @@ def _fmt_case(case):
 
 
 def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead=(),
-                 compiled_inprocess=()):
+                 compiled_inprocess=(), package_inprocess=()):
     os.makedirs(outdir, exist_ok=True)
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "memory": memory, "eager_memory": list(eager_memory),
-                   "overhead": list(overhead), "compiled_inprocess": list(compiled_inprocess)},
+                   "overhead": list(overhead), "compiled_inprocess": list(compiled_inprocess),
+                   "package_inprocess": list(package_inprocess)},
                   f, indent=1)
     unit = lambda v, case: (f"{v:.0f}/s" if case["kind"] == "threads" else f"{v * 1e6:.1f}")  # noqa: E731
     ratio_cols = [v for v in variants if v != "none"] + (
@@ -366,6 +367,11 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead
     lines = [f"# Benchmark results: {meta['tag']}", "",
              f"- when: {meta['when']}; machine: {meta['machine']}; python: {meta['python']}",
              f"- versions: {json.dumps(meta['versions'])}"]
+    if meta.get("inprocess"):  # added later by --inprocess-only
+        later = meta["inprocess"]
+        lines.append(f"- the comparisons inside one process ({', '.join(later['kinds'])}): "
+                     f"measured later, {later['when']} ({later['seconds']} s; "
+                     f"{later.get('machine', meta['machine'])})")
     statuses = meta.get("status") or {}
     package_status = next((statuses[v] for v in ["fixed"] + sorted(statuses)
                            if statuses.get(v) not in (None, "", "not imported")), "")
@@ -401,6 +407,7 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead
                 f"{row['ratio_best'][v]:.3f}" if v in row["ratio_best"] else "-" for v in cols) + " |")
     lines += noise_table(rows, variants)
     lines += compiled_inprocess_lines(compiled_inprocess)
+    lines += package_inprocess_lines(package_inprocess)
     lines += overhead_lines(overhead)
     errs = [(r["case"], r["errors"]) for r in rows if r["errors"]]
     if errs:
@@ -520,7 +527,8 @@ def inprocess_runs(python, kind, cases, processes, quick, workdir):
     for p in range(processes):
         rec, err = _json_run(python, "benchmarks/inprocess.py",
                              ["--kind", kind, "--cases", path, "--process", str(p)]
-                             + (["--pairs", "7"] if quick else []), "fixed")
+                             + (["--pairs", "7"] if quick else []),
+                             "package" if kind == "package" else "fixed")
         if rec is None:
             errors.append(err)
             continue
@@ -592,6 +600,23 @@ def compiled_inprocess_lines(entries):
          ("upstream (us)", lambda o: f"{o['upstream_us']:.1f}")])
 
 
+def package_inprocess_lines(entries):
+    """Markdown: the package patched in and taken out in turn, in one process (legacy)."""
+    k = next((o["functions"] for o in entries if o.get("functions")), 2)
+    return _inprocess_section(
+        entries, "## The package in one process: package / none",
+        "Each fresh process (`benchmarks/inprocess.py --kind package`) times every case with "
+        "the package patched in (`tfp_picklefix.patch()`, `package`) and taken out again "
+        "(`tfp_picklefix.unpatch()`, which puts back every attribute TFP had: `none`), batch "
+        "by batch in turn: eager cases one set of calls under both, compiled cases traced "
+        f"{k} times under each (as in the compiled comparison). After each switch one batch "
+        "runs untimed (patch() rewrites some 150 attributes, which leaves the processor's "
+        "caches cold for the next batch). Target (issue 5, compiled paths and the legacy "
+        "stacks): 0.98-1.02.", "0.98-1.02", lambda m: 0.98 <= m <= 1.02,
+        [("package (us)", lambda o: f"{o['package_us']:.1f}"),
+         ("none (us)", lambda o: f"{o['none_us']:.1f}")])
+
+
 def overhead_lines(overhead):
     """Markdown: the cache's cost over a pass-through, measured in one process."""
     return _inprocess_section(
@@ -639,7 +664,12 @@ def main(argv=None) -> int:
                         help="fresh processes for the A/B inside one process "
                              "(benchmarks/inprocess.py): the cache against a pass-through on "
                              "the eager misses, or with --compiled, the compiled cases traced "
-                             "with each cache; default 3, --quick 1, --gpu 0; 0 skips it")
+                             "with each cache and with the package patched in and out; on the "
+                             "legacy stacks every case with the package patched in and out; "
+                             "default 3, --quick 1, --gpu 0; 0 skips it")
+    parser.add_argument("--inprocess-only", action="store_true",
+                        help="run only the comparisons inside one process and put them into the "
+                             "results folder's existing results (its cross-process rounds kept)")
     parser.add_argument("--memory-n", type=int, default=None,
                         help="iterations of the traced-function memory scenarios (0: skip)")
     args = parser.parse_args(argv)
@@ -693,6 +723,8 @@ def main(argv=None) -> int:
                 "status": {v: rounds[0][v].get("status") for v in variants},
                 "seconds": round(time.time() - start)}
 
+    if args.inprocess_only:
+        return _inprocess_only(args, info, cases, outdir)
     with tempfile.TemporaryDirectory() as work:
         rounds = []
         for r in range(repeats):
@@ -713,7 +745,17 @@ def main(argv=None) -> int:
         subs = [s for s in ("tf", "numpy", "jax") if s in {c["substrate"] for c in cases}]
         print(f"[bench] memory: long eager loops ({EAGER_MEMORY_N} calls)", flush=True)
         eager_memory = eager_memory_runs(args.python, EAGER_MEMORY_N, ["none", "fixed", "off"], subs)
-    overhead, compiled_inprocess = [], []
+    inproc = inprocess_all(args, info, variants, cases)
+    meta = meta_for(rounds)
+    write_report(outdir, meta, rows, variants, memory, eager_memory, **inproc)
+    print(f"[bench] wrote {os.path.relpath(outdir, ROOT)}/results.md in {meta['seconds']} s")
+    return 0
+
+
+def inprocess_all(args, info, variants, cases):
+    """The comparisons inside one process that this run makes: write_report's
+    ``overhead``, ``compiled_inprocess`` and ``package_inprocess``."""
+    out = {"overhead": [], "compiled_inprocess": [], "package_inprocess": []}
     processes = args.inprocess_processes if args.inprocess_processes is not None else (
         0 if args.gpu else 1 if args.quick else 3)
     from benchmarks.inprocess import select
@@ -723,14 +765,47 @@ def main(argv=None) -> int:
         # within its 15 minutes)
         if args.compiled and "upstream" in variants and select("compiled", cases) and processes:
             print(f"[bench] compiled cases in one process ({processes} processes)", flush=True)
-            compiled_inprocess = inprocess_runs(args.python, "compiled", cases, processes,
-                                                args.quick, work)
+            out["compiled_inprocess"] = inprocess_runs(args.python, "compiled", cases, processes,
+                                                       args.quick, work)
         if "off" in variants and select("overhead", cases) and processes:
             print(f"[bench] cache overhead in one process ({processes} processes)", flush=True)
-            overhead = inprocess_runs(args.python, "overhead", cases, processes, args.quick, work)
-    meta = meta_for(rounds)
-    write_report(outdir, meta, rows, variants, memory, eager_memory, overhead, compiled_inprocess)
-    print(f"[bench] wrote {os.path.relpath(outdir, ROOT)}/results.md in {meta['seconds']} s")
+            out["overhead"] = inprocess_runs(args.python, "overhead", cases, processes,
+                                             args.quick, work)
+        # On the legacy stacks every case; elsewhere, with --compiled, the compiled ones:
+        # the package against TFP as shipped, where the modes compare two caches.
+        if (info["legacy"] or args.compiled) and select("package", cases) and processes:
+            print(f"[bench] the package patched in and out in one process ({processes} "
+                  "processes)", flush=True)
+            out["package_inprocess"] = inprocess_runs(args.python, "package", cases, processes,
+                                                      args.quick, work)
+    return out
+
+
+def _inprocess_only(args, info, cases, outdir):
+    """--inprocess-only: the comparisons inside one process, put into ``outdir``'s
+    existing results (their rounds, memory figures and meta kept; meta notes when)."""
+    path = os.path.join(outdir, "results.json")
+    if not os.path.exists(path):
+        print(f"--inprocess-only: no results to add to in {outdir}", file=sys.stderr)
+        return 2
+    with open(path) as f:
+        data = json.load(f)
+    variants = [v for v in ("none", "package", "fixed", "upstream", "off", "control")
+                if any(v in r["median"] or v in r["errors"] for r in data["rows"])]
+    start = time.time()
+    inproc = inprocess_all(args, info, variants, cases)
+    kept = {k: data.get(k, []) for k in inproc}
+    kept.update({k: v for k, v in inproc.items() if v})  # what this run measured replaces
+    meta = dict(data["meta"])
+    meta["inprocess"] = {"when": time.strftime("%Y-%m-%d %H:%M"),
+                         "seconds": round(time.time() - start),
+                         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                                    f"{platform.platform()}",
+                         "kinds": sorted(k for k, v in inproc.items() if v)}
+    write_report(outdir, meta, data["rows"], variants, data.get("memory", []),
+                 data.get("eager_memory", []), **kept)
+    print(f"[bench] added the in-process comparisons to {os.path.relpath(outdir, ROOT)}/results.md "
+          f"in {meta['inprocess']['seconds']} s")
     return 0
 
 

@@ -9,7 +9,8 @@ run has one: TFP as shipped against itself, the noise alone), eager paths no slo
 (median ratio <= 1.02), cache misses of Exp, Softplus and the Chain of 3 at most half
 its time, the cache's cost over no cache at all (<= 1.15; across processes, and in one
 process where the run measured it), legacy ratios within
-0.98-1.02, and live FuncGraphs after the traced-and-discarded functions.
+0.98-1.02 (across processes, and in one process where the run measured it), and live
+FuncGraphs after the traced-and-discarded functions.
 """
 from __future__ import annotations
 
@@ -57,6 +58,25 @@ def _spread(lines, rows, variant):
                      "(rounds resampled): " + fmt_pooled(pool))
 
 
+def _inprocess(lines, entries, title):
+    """One line for an in-process comparison (median ratios within 0.98-1.02), and the
+    cases that miss."""
+    got = [o for o in entries if "median" in o]
+    if not got:
+        return
+    bad = sorted((o for o in got if not 0.98 <= o["median"] <= 1.02),
+                 key=lambda o: -abs(o["median"] - 1))
+    meds = [o["median"] for o in got]
+    lines.append(f"- {title} within 0.98-1.02 ({len(got[0]['processes'])} processes): "
+                 f"{len(got) - len(bad)}/{len(got)} cases meet it; median ratios "
+                 f"{min(meds):.3f}-{max(meds):.3f}")
+    for o in bad[:8]:
+        lines.append(f"  - misses: {_name(o['case'])}: {o['median']:.3f} "
+                     f"[{o['process_min']:.3f}, {o['process_max']:.3f}]")
+    if len(bad) > 8:
+        lines.append(f"  - ... and {len(bad) - 8} more")
+
+
 def summarize(folder: str) -> List[str]:
     with open(os.path.join(folder, "results.json")) as f:
         data = json.load(f)
@@ -75,6 +95,8 @@ def summarize(folder: str) -> List[str]:
             _check(lines, "legacy: package / none within 0.98-1.02" if variant == "package" else
                    "noise alone: control / none within 0.98-1.02", timed, variant, within)
             _spread(lines, timed, variant)
+        _inprocess(lines, data.get("package_inprocess", []),
+                   "legacy, in one process: package / none (patched in and out in turn)")
         return lines + [""]
     # ``control`` (TFP as shipped in a second process, where the run has it) shows what
     # the machine's noise alone gives on the same figures.
@@ -90,17 +112,9 @@ def summarize(folder: str) -> List[str]:
                          f"{min(x for _, x in got):.3f}-{max(x for _, x in got):.3f}")
             for r, x in sorted(bad, key=lambda p: -abs(p[1] - 1))[:8]:
                 lines.append(f"  - misses: {_name(r['case'])}: {x:.3f}")
-    inproc = [o for o in data.get("compiled_inprocess", []) if "median" in o]
-    if inproc:
-        bad = sorted((o for o in inproc if not 0.98 <= o["median"] <= 1.02),
-                     key=lambda o: -abs(o["median"] - 1))
-        meds = [o["median"] for o in inproc]
-        lines.append(f"- compiled, in one process: fixed / upstream within 0.98-1.02 "
-                     f"({len(inproc[0]['processes'])} processes): {len(inproc) - len(bad)}/"
-                     f"{len(inproc)} cases meet it; median ratios {min(meds):.3f}-{max(meds):.3f}")
-        for o in bad:
-            lines.append(f"  - misses: {_name(o['case'])}: {o['median']:.3f} "
-                         f"[{o['process_min']:.3f}, {o['process_max']:.3f}]")
+    _inprocess(lines, data.get("compiled_inprocess", []), "compiled, in one process: fixed / upstream")
+    _inprocess(lines, data.get("package_inprocess", []),
+               "compiled, in one process: package / TFP as shipped (patched in and out in turn)")
     _check(lines, "eager: no slower than TFP as shipped (median <= 1.02)", eager, "fixed",
            lambda r: r["median"] <= 1.02)
     _check(lines, "eager, noise alone: control / none within 0.98-1.02", eager, "control", within)

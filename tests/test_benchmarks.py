@@ -59,8 +59,27 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
     assert all(len(per_round) == 2 for r in rows for per_round in r["batches"].values())
     assert data["memory"] == [] and data["eager_memory"] == [] and data["overhead"] == []
     if legacy:
-        assert data["compiled_inprocess"] == []  # one mode only: nothing to alternate
+        assert data["compiled_inprocess"] == []  # one mode only: no cache to alternate
+        # but the package itself, patched in and taken out in turn inside one process
+        inproc = data["package_inprocess"]
+        assert sorted(o["case"]["id"] for o in inproc) == sorted(r["case"]["id"] for r in rows)
+        for o in inproc:
+            assert o["caches"] == {"package": "patched", "none": "TFP's"}, o
+            assert len(o["processes"]) == 2 and all(len(p["package"]) == len(p["none"]) == 15
+                                                    for p in o["processes"]), o
+            assert o["functions"] == 2 and o["median"] > 0, o
+        assert "## The package in one process: package / none" in (out / "results.md").read_text()
+        summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
+        assert summary.returncode == 0, summary.stderr[-2000:]
+        assert "legacy, in one process: package / none (patched in and out in turn) within " \
+            "0.98-1.02 (2 processes)" in summary.stdout, summary.stdout
         return
+    # and the package patched in (its cache, fixed) and taken out (TFP's) in turn
+    package = data["package_inprocess"]
+    assert sorted(o["case"]["id"] for o in package) == sorted(r["case"]["id"] for r in rows)
+    for o in package:
+        assert o["caches"] == {"package": "PicklefixBijectorCache", "none": "BijectorCache"}, o
+        assert len(o["processes"]) == 2 and o["median"] > 0, o
     # The same cases, each traced with this package's cache and with TFP's, both called
     # in turn inside one process (two processes here).
     inproc = data["compiled_inprocess"]
@@ -74,6 +93,8 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
     summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
     assert summary.returncode == 0, summary.stderr[-2000:]
     assert "compiled, in one process: fixed / upstream within 0.98-1.02 (2 processes)" in summary.stdout
+    assert "compiled, in one process: package / TFP as shipped (patched in and out in turn) " \
+        "within 0.98-1.02 (2 processes)" in summary.stdout, summary.stdout
 
 
 def test_gpu_script_dry_run_on_cpu(tmp_path):
@@ -158,6 +179,31 @@ def test_control_is_tfp_as_shipped_in_a_second_process(tmp_path):
 def test_control_by_default_only_with_compiled_or_legacy(tmp_path):
     data, legacy, _ = _control_run(tmp_path, "--repeats", "1")
     assert ("control" in data["meta"]["status"]) == legacy
+
+
+def test_inprocess_only_adds_to_existing_results(tmp_path):
+    """``--inprocess-only``: the comparisons inside one process are measured and put into
+    a results folder's existing results, whose rounds stay as they were (how the legacy
+    folders got theirs without rerunning 8 rounds); without results there, an error."""
+    data, legacy, out = _control_run(tmp_path, "--repeats", "1")
+    sub = data["rows"][0]["case"]["substrate"]
+    kind = "package_inprocess" if legacy else "overhead"
+    assert data[kind] == []
+    args = ["-m", "benchmarks", "--quick", "--substrates", sub, "--match",
+            "Exp|miss|eager|forward|1|", "--inprocess-processes", "1", "--inprocess-only"]
+    result = run_script(args + ["--out", str(out)], timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        after = json.load(f)
+    assert after["rows"] == data["rows"] and after["memory"] == data["memory"]
+    assert after["meta"]["when"] == data["meta"]["when"]
+    assert after["meta"]["inprocess"]["kinds"] == [kind], after["meta"]
+    [entry] = after[kind]
+    assert entry["case"]["id"] == data["rows"][0]["case"]["id"] and entry["median"] > 0, entry
+    assert len(entry["processes"]) == 1, entry
+    assert "measured later" in (out / "results.md").read_text()
+    missing = run_script(args + ["--out", str(tmp_path / "nothing-here")], timeout=300)
+    assert missing.returncode == 2 and "no results to add to" in missing.stderr
 
 
 def test_overhead_swaps_the_cache_for_a_pass_through_in_one_process(tmp_path):
