@@ -61,40 +61,38 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
     if legacy:
         assert data["compiled_inprocess"] == []  # one mode only: no cache to alternate
         # but the package itself, patched in and taken out in turn inside one process
-        inproc = data["package_inprocess"]
-        assert sorted(o["case"]["id"] for o in inproc) == sorted(r["case"]["id"] for r in rows)
-        for o in inproc:
-            assert o["caches"] == {"package": "patched", "none": "TFP's"}, o
-            assert len(o["processes"]) == 2 and all(len(p["package"]) == len(p["none"]) == 15
-                                                    for p in o["processes"]), o
-            assert o["functions"] == 2 and o["median"] > 0, o
+        _check_inprocess(data["package_inprocess"], rows, {"package": "patched", "none": "TFP's"})
         assert "## The package in one process: package / none" in (out / "results.md").read_text()
         summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
         assert summary.returncode == 0, summary.stderr[-2000:]
         assert "legacy, in one process: package / none (patched in and out in turn) within " \
             "0.98-1.02 (2 processes)" in summary.stdout, summary.stdout
         return
-    # and the package patched in (its cache, fixed) and taken out (TFP's) in turn
-    package = data["package_inprocess"]
-    assert sorted(o["case"]["id"] for o in package) == sorted(r["case"]["id"] for r in rows)
-    for o in package:
-        assert o["caches"] == {"package": "PicklefixBijectorCache", "none": "BijectorCache"}, o
-        assert len(o["processes"]) == 2 and o["median"] > 0, o
     # The same cases, each traced with this package's cache and with TFP's, both called
-    # in turn inside one process (two processes here).
-    inproc = data["compiled_inprocess"]
-    assert sorted(o["case"]["id"] for o in inproc) == sorted(r["case"]["id"] for r in rows)
-    for o in inproc:
-        assert o["caches"] == {"fixed": "PicklefixBijectorCache", "upstream": "BijectorCache"}, o
-        assert len(o["processes"]) == 2 and all(len(p["fixed"]) == len(p["upstream"]) == 15
-                                                for p in o["processes"]), o
-        assert o["median"] > 0 and o["process_min"] <= o["process_max"], o
+    # in turn inside one process (two processes here); and with the package patched in
+    # (its cache, fixed) and taken out (TFP's as shipped)
+    _check_inprocess(data["compiled_inprocess"], rows,
+                     {"fixed": "PicklefixBijectorCache", "upstream": "BijectorCache"})
+    _check_inprocess(data["package_inprocess"], rows,
+                     {"package": "PicklefixBijectorCache", "none": "BijectorCache"})
     assert "## Compiled paths in one process" in (out / "results.md").read_text()
     summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
     assert summary.returncode == 0, summary.stderr[-2000:]
     assert "compiled, in one process: fixed / upstream within 0.98-1.02 (2 processes)" in summary.stdout
     assert "compiled, in one process: package / TFP as shipped (patched in and out in turn) " \
         "within 0.98-1.02 (2 processes)" in summary.stdout, summary.stdout
+
+
+def _check_inprocess(entries, rows, caches):
+    """An in-process comparison of a --compiled run covers its cases, each traced twice
+    per mode (``caches``: what each mode ran) and timed 15 times in both processes."""
+    assert sorted(o["case"]["id"] for o in entries) == sorted(r["case"]["id"] for r in rows)
+    for o in entries:
+        assert o["caches"] == caches, o
+        assert len(o["processes"]) == 2 and all(len(p[m]) == 15 for p in o["processes"]
+                                                for m in caches), o
+        assert o["functions"] == 2 and o["median"] > 0, o
+        assert o["process_min"] <= o["process_max"], o
 
 
 def test_gpu_script_dry_run_on_cpu(tmp_path):
