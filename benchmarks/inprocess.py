@@ -32,6 +32,9 @@ order flips each pair, after one pair of warm-up):
   cases trace their functions under each, as ``compiled`` does. After each switch one
   batch runs untimed (``WARM_AFTER_SWITCH``).
 
+A process's first case runs twice, the first time not recorded (a process's first case
+came out biased whatever the modes compared).
+
 The last stdout line is a JSON record; ``benchmarks/run.py`` runs this in several
 fresh processes and aggregates.
 """

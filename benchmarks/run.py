@@ -601,7 +601,8 @@ def compiled_inprocess_lines(entries):
 
 
 def package_inprocess_lines(entries):
-    """Markdown: the package patched in and taken out in turn, in one process (legacy)."""
+    """Markdown: the package patched in and taken out in turn, in one process (the legacy
+    stacks: every case; elsewhere, with --compiled, the compiled ones)."""
     k = next((o["functions"] for o in entries if o.get("functions")), 2)
     return _inprocess_section(
         entries, "## The package in one process: package / none",
