@@ -29,8 +29,8 @@ order flips each pair, after one pair of warm-up):
   thread ones, with the package patched in (``package``: ``tfp_picklefix.patch()``)
   and taken out again (``none``: ``tfp_picklefix.unpatch()``, which puts back every
   attribute TFP had), in turn. Eager cases time one set of calls under both; compiled
-  cases trace their functions under each, as ``compiled`` does. After each switch one
-  batch runs untimed (``WARM_AFTER_SWITCH``).
+  cases trace their functions under each, as ``compiled`` does. After each switch three
+  batches run untimed (``WARM_AFTER_SWITCH``, ``--warm``).
 
 A process's first case runs twice, the first time not recorded (a process's first case
 came out biased whatever the modes compared).
@@ -52,12 +52,18 @@ SIZES = (1, 1000)
 MODES = {"overhead": ("fixed", "off"), "compiled": ("fixed", "upstream"),
          "package": ("package", "none")}
 FUNCTIONS = 2  # compiled: functions traced per mode in each process
-# Kinds whose switch is heavy: patch() and unpatch() rewrite some 150 attributes and
-# registry entries, which leaves the processor's caches cold for the start of the next
-# batch (on TFP 0.11, without this, every case came out 1-5 % slower in the mode switched
-# to by patch(), compiled ones too: the cost of the switch, not of the mode). After each
-# switch one batch runs untimed.
-WARM_AFTER_SWITCH = ("package",)
+# Untimed batches after each switch, by kind (``--warm`` overrides). patch() and
+# unpatch() rewrite some 150 attributes and registry entries, and what follows a switch
+# runs slower for a while: on TFP 0.11, with no untimed batch, every case came out 1-5 %
+# slower in the mode switched to by patch(), compiled ones too; with one, XLA calls of
+# FillScaleTriL and MAF (1000 elements, TF 2.21) still came out 2-3 % faster with the
+# package (0.968-0.981 in two processes), and with three 0.995-1.001, as when the
+# functions traced under both modes are all called in one state, with no switch between
+# batches (0.993-0.997). A switch of the cache mode alone (``compiled``, ``overhead``)
+# sets one class attribute: with two untimed batches after it, the compiled comparison
+# came out no closer (25 of 28 TF cases within 0.98-1.02, against 28 of 28 without; the
+# three at 1e6 elements, where single batches vary most).
+WARM_AFTER_SWITCH = {"package": 3, "compiled": 0, "overhead": 0}
 
 
 def trace_order(modes, functions, process):
@@ -125,6 +131,8 @@ def main(argv=None):
     parser.add_argument("--pairs", type=int, default=15)
     parser.add_argument("--functions", type=int, default=FUNCTIONS,
                         help="compiled: functions traced per mode (an even number)")
+    parser.add_argument("--warm", type=int, default=None,
+                        help="untimed batches after each switch (default: WARM_AFTER_SWITCH)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--process", type=int, default=0,
                         help="this process's number in the runner's series (sets the order)")
@@ -135,6 +143,7 @@ def main(argv=None):
     from benchmarks.run import COMPILED
 
     modes = MODES[args.kind]
+    warm = WARM_AFTER_SWITCH[args.kind] if args.warm is None else args.warm
     switch(args.kind, modes[0])
     if args.cases:
         with open(args.cases) as f:
@@ -192,7 +201,7 @@ def main(argv=None):
             got = {mode: [] for mode in modes}
             for mode, bench in (benches if i % 2 == 0 else benches[::-1]):
                 switch(args.kind, mode)
-                if args.kind in WARM_AFTER_SWITCH:
+                for _ in range(warm):
                     bench.batch()  # not recorded: see WARM_AFTER_SWITCH
                 got[mode].append(bench.batch())
             for mode in modes:
@@ -202,6 +211,7 @@ def main(argv=None):
         record(dict(times, case=case, caches=caches))
     print(json.dumps({"kind": args.kind, "modes": list(modes), "rows": rows,
                       "functions": args.functions if args.kind != "overhead" else None,
+                      "warm": warm,
                       "status": str(tfp_picklefix.status())}))
 
 

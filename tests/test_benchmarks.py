@@ -61,8 +61,11 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
     if legacy:
         assert data["compiled_inprocess"] == []  # one mode only: no cache to alternate
         # but the package itself, patched in and taken out in turn inside one process
-        _check_inprocess(data["package_inprocess"], rows, {"package": "patched", "none": "TFP's"})
-        assert "## The package in one process: package / none" in (out / "results.md").read_text()
+        _check_inprocess(data["package_inprocess"], rows, {"package": "patched", "none": "TFP's"},
+                         warm=3)
+        report = (out / "results.md").read_text()
+        assert "## The package in one process: package / none" in report
+        assert "After each switch 3 batches run untimed" in report
         summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
         assert summary.returncode == 0, summary.stderr[-2000:]
         assert "legacy, in one process: package / none (patched in and out in turn) within " \
@@ -72,9 +75,9 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
     # in turn inside one process (two processes here); and with the package patched in
     # (its cache, fixed) and taken out (TFP's as shipped)
     _check_inprocess(data["compiled_inprocess"], rows,
-                     {"fixed": "PicklefixBijectorCache", "upstream": "BijectorCache"})
+                     {"fixed": "PicklefixBijectorCache", "upstream": "BijectorCache"}, warm=0)
     _check_inprocess(data["package_inprocess"], rows,
-                     {"package": "PicklefixBijectorCache", "none": "BijectorCache"})
+                     {"package": "PicklefixBijectorCache", "none": "BijectorCache"}, warm=3)
     assert "## Compiled paths in one process" in (out / "results.md").read_text()
     summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
     assert summary.returncode == 0, summary.stderr[-2000:]
@@ -83,15 +86,16 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
         "within 0.98-1.02 (2 processes)" in summary.stdout, summary.stdout
 
 
-def _check_inprocess(entries, rows, caches):
+def _check_inprocess(entries, rows, caches, warm):
     """An in-process comparison of a --compiled run covers its cases, each traced twice
-    per mode (``caches``: what each mode ran) and timed 15 times in both processes."""
+    per mode (``caches``: what each mode ran) and timed 15 times in both processes, with
+    ``warm`` untimed batches after each switch of mode."""
     assert sorted(o["case"]["id"] for o in entries) == sorted(r["case"]["id"] for r in rows)
     for o in entries:
         assert o["caches"] == caches, o
         assert len(o["processes"]) == 2 and all(len(p[m]) == 15 for p in o["processes"]
                                                 for m in caches), o
-        assert o["functions"] == 2 and o["median"] > 0, o
+        assert o["functions"] == 2 and o["warm"] == warm and o["median"] > 0, o
         assert o["process_min"] <= o["process_max"], o
 
 
