@@ -22,7 +22,7 @@ clean:
 # default stack; the JAX substrate on the jax-nightly stack). `make bench-legacy`: the
 # legacy stacks (TF 2.5.3 + TFP 0.9/0.10/0.11), none vs package vs the A/A control, the
 # full case list, 8 rounds (enough for the pooled ratio's interval), then every case with
-# the package patched in and out in turn inside one process (3 processes, ~6 min a stack).
+# the package patched in and out in turn inside one process (3 processes, ~10 min a stack).
 BENCH_PYTHON ?= .venvs/modern/bin/python
 LEGACY_STACKS ?= legacy-0.9 legacy-0.10 legacy-0.11
 bench:
