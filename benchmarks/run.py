@@ -516,8 +516,9 @@ OVERHEAD_MAX = 1.15  # issue 3, point 8: the cache adds at most 15 % to a cache-
 def inprocess_runs(python, kind, cases, processes, quick, workdir):
     """A/B inside one process (``benchmarks/inprocess.py --kind KIND``), in ``processes``
     fresh processes: per case, the median over every pair of batches of the ratio of
-    the first mode to the second (overhead: fixed/off; compiled: fixed/upstream), the
-    range of the per-process medians, and each mode's median time (``<mode>_us``)."""
+    the first mode to the second (overhead: fixed/off; compiled: fixed/upstream;
+    package: package/none), the range of the per-process medians, and each mode's
+    median time (``<mode>_us``)."""
     per_case = {}
     errors = []
     modes = None
