@@ -32,6 +32,9 @@ order flips each pair, after one pair of warm-up):
   cases trace their functions under each, as ``compiled`` does. After each switch three
   batches run untimed (``WARM_AFTER_SWITCH``, ``--warm``).
 
+With ``--cpu N`` the process runs on core N alone (``benchmarks/run.py`` asks for it where
+every case is JAX's and compiled: see ``PINNED``).
+
 A process's first case runs twice, the first time not recorded (a process's first case
 came out biased whatever the modes compared).
 
@@ -64,6 +67,11 @@ FUNCTIONS = 2  # compiled: functions traced per mode in each process
 # came out no closer (25 of 28 TF cases within 0.98-1.02, against 28 of 28 without; the
 # three at 1e6 elements, where single batches vary most).
 WARM_AFTER_SWITCH = {"package": 3, "compiled": 0, "overhead": 0}
+
+
+def _cores():
+    """The cores this process may run on (None where the platform cannot say)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
 def trace_order(modes, functions, process):
@@ -133,10 +141,15 @@ def main(argv=None):
                         help="compiled: functions traced per mode (an even number)")
     parser.add_argument("--warm", type=int, default=None,
                         help="untimed batches after each switch (default: WARM_AFTER_SWITCH)")
+    parser.add_argument("--cpu", type=int, default=None,
+                        help="run this process on this core alone (before anything is imported)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--process", type=int, default=0,
                         help="this process's number in the runner's series (sets the order)")
     args = parser.parse_args(argv)
+    if args.cpu is not None:
+        # before JAX or TF is imported: their thread pools are sized on the cores they see
+        os.sched_setaffinity(0, {args.cpu})
     import tfp_picklefix
 
     from benchmarks import worker
@@ -211,7 +224,7 @@ def main(argv=None):
         record(dict(times, case=case, caches=caches))
     print(json.dumps({"kind": args.kind, "modes": list(modes), "rows": rows,
                       "functions": args.functions if args.kind != "overhead" else None,
-                      "warm": warm,
+                      "warm": warm, "cpu": args.cpu, "cpus": _cores(),
                       "status": str(tfp_picklefix.status())}))
 
 

@@ -513,12 +513,37 @@ def eager_memory_runs(python, n, variants, substrates):
 OVERHEAD_MAX = 1.15  # issue 3, point 8: the cache adds at most 15 % to a cache-free call
 
 
-def inprocess_runs(python, kind, cases, processes, quick, workdir):
+def pinned_core(kind, cases, asked=None):
+    """The core on which the in-process comparison of ``kind`` runs alone, or None (on
+    all of the process's cores). ``asked``: ``--inprocess-cpu`` (None: decide here; a
+    negative number: never).
+
+    By default, where every case is a ``jax.jit`` one (the JAX stack's compiled and
+    package comparisons), on the lowest core the runner may use. XLA's CPU runtime hands
+    an elementwise loop of 1000 elements to its thread pool, and on this shared 2-core
+    machine the hand-off costs more than the call and varies from batch to batch
+    (Softplus on 1000 elements: 46.5 us a call, 13.3 us on one core). Side by side
+    (2026-12-05, 3 processes each): package / none within 0.98-1.02 in 6 and 7 of 13
+    cases on all cores, in 13 and 13 on one; fixed / upstream 5, 7, 9, 9 and 11 of 13,
+    against 10, 12 and 12. TF's comparisons are within it on all cores (30 of 30)."""
+    from benchmarks.inprocess import select
+
+    if asked is not None:
+        return asked if asked >= 0 else None
+    chosen = select(kind, cases)
+    if (chosen and hasattr(os, "sched_getaffinity")
+            and all(c["substrate"] == "jax" and c.get("exec") == "jit" for c in chosen)):
+        return min(os.sched_getaffinity(0))
+    return None
+
+
+def inprocess_runs(python, kind, cases, processes, quick, workdir, cpu=None):
     """A/B inside one process (``benchmarks/inprocess.py --kind KIND``), in ``processes``
     fresh processes: per case, the median over every pair of batches of the ratio of
     the first mode to the second (overhead: fixed/off; compiled: fixed/upstream;
     package: package/none), the range of the per-process medians, and each mode's
-    median time (``<mode>_us``)."""
+    median time (``<mode>_us``). ``cpu``: the core each process runs on alone (None:
+    all)."""
     per_case = {}
     errors = []
     modes = None
@@ -528,7 +553,8 @@ def inprocess_runs(python, kind, cases, processes, quick, workdir):
     for p in range(processes):
         rec, err = _json_run(python, "benchmarks/inprocess.py",
                              ["--kind", kind, "--cases", path, "--process", str(p)]
-                             + (["--pairs", "7"] if quick else []),
+                             + (["--pairs", "7"] if quick else [])
+                             + (["--cpu", str(cpu)] if cpu is not None else []),
                              "package" if kind == "package" else "fixed")
         if rec is None:
             errors.append(err)
@@ -541,6 +567,8 @@ def inprocess_runs(python, kind, cases, processes, quick, workdir):
                 entry["functions"] = rec["functions"]  # traced per mode (compiled)
             if rec.get("warm") is not None:
                 entry["warm"] = rec["warm"]  # untimed batches after each switch
+            # the core asked for, and the cores the process found it could run on
+            entry["cpu"], entry["cpus"] = rec.get("cpu"), rec.get("cpus")
             if "error" in row:
                 entry["error"] = row["error"]
             else:
@@ -569,6 +597,12 @@ def _inprocess_section(entries, title, intro, target, ok, cols):
     if not entries:
         return []
     rows = [o for o in entries if "median" in o]
+    pinned = next((o["cpu"] for o in rows if o.get("cpu") is not None), None)
+    if pinned is not None:
+        intro += (f" Each process ran on core {pinned} alone (`--inprocess-cpu`; by default "
+                  "where every case is a `jax.jit` one: on more cores, XLA's CPU runtime hands "
+                  "loops of 1000 elements to its thread pool, a hand-off that costs more than "
+                  "the call here and varies from batch to batch).")
     lines = ["", title, "", intro + " Ratio: median over every pair of batches of all "
              "processes; in brackets, the lowest and highest per-process median.", ""]
     if rows:
@@ -664,6 +698,10 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu", type=int, default=None,
                         help="pin every worker to this core (default: no pinning; on this 2-core "
                              "machine pinning made compiled cases noisier)")
+    parser.add_argument("--inprocess-cpu", type=int, default=None,
+                        help="run each process of the comparisons inside one process on this "
+                             "core alone (-1: never; default: where every case is a jax.jit "
+                             "one, the lowest core: see pinned_core)")
     parser.add_argument("--substrates", default=None,
                         help="comma-separated subset of tf,numpy,jax (default: all installed)")
     parser.add_argument("--out", default=None, help="results folder (default: benchmarks/results/<tag>)")
@@ -772,19 +810,22 @@ def inprocess_all(args, info, variants, cases):
         # within its 15 minutes)
         if args.compiled and "upstream" in variants and select("compiled", cases) and processes:
             print(f"[bench] compiled cases in one process ({processes} processes)", flush=True)
-            out["compiled_inprocess"] = inprocess_runs(args.python, "compiled", cases, processes,
-                                                       args.quick, work)
+            out["compiled_inprocess"] = inprocess_runs(
+                args.python, "compiled", cases, processes, args.quick, work,
+                pinned_core("compiled", cases, args.inprocess_cpu))
         if "off" in variants and select("overhead", cases) and processes:
             print(f"[bench] cache overhead in one process ({processes} processes)", flush=True)
-            out["overhead"] = inprocess_runs(args.python, "overhead", cases, processes,
-                                             args.quick, work)
+            out["overhead"] = inprocess_runs(
+                args.python, "overhead", cases, processes, args.quick, work,
+                pinned_core("overhead", cases, args.inprocess_cpu))
         # On the legacy stacks every case; elsewhere, with --compiled, the compiled ones:
         # the package against TFP as shipped, where the modes compare two caches.
         if (info["legacy"] or args.compiled) and select("package", cases) and processes:
             print(f"[bench] the package patched in and out in one process ({processes} "
                   "processes)", flush=True)
-            out["package_inprocess"] = inprocess_runs(args.python, "package", cases, processes,
-                                                      args.quick, work)
+            out["package_inprocess"] = inprocess_runs(
+                args.python, "package", cases, processes, args.quick, work,
+                pinned_core("package", cases, args.inprocess_cpu))
     return out
 
 

@@ -86,10 +86,40 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
         "within 0.98-1.02 (2 processes)" in summary.stdout, summary.stdout
 
 
-def _check_inprocess(entries, rows, caches, warm):
+@pytest.mark.long(40)
+def test_compiled_jax_cases_run_on_one_core_in_one_process(tmp_path):
+    """``--compiled`` on JAX's cases: the comparisons inside one process run on one core
+    alone (``pinned_core``), and say so; ``--inprocess-cpu -1`` leaves them on all."""
+    if "jax" not in substrates():
+        pytest.skip("needs TFP's JAX substrate (the jax-nightly stack)")
+    cores = sorted(os.sched_getaffinity(0))
+    for asked, pinned in (None, cores[0]), (-1, None):
+        out = tmp_path / f"bench{asked}"
+        result = run_script(["-m", "benchmarks", "--compiled", "--substrates", "jax",
+                             "--repeats", "1", "--batches", "1", "--match", "Exp|miss|jit|forward|1|",
+                             "--inprocess-processes", "2", "--out", str(out)]
+                            + ([] if asked is None else ["--inprocess-cpu", str(asked)]),
+                            timeout=600)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        with open(out / "results.json") as f:
+            data = json.load(f)
+        rows = data["rows"]
+        assert [r["case"]["exec"] for r in rows] == ["jit"]
+        for kind, caches in (("compiled_inprocess", {"fixed": "PicklefixBijectorCache",
+                                                     "upstream": "BijectorCache"}),
+                             ("package_inprocess", {"package": "PicklefixBijectorCache",
+                                                    "none": "BijectorCache"})):
+            _check_inprocess(data[kind], rows, caches, warm=3 if kind == "package_inprocess" else 0,
+                             cpu=pinned)
+        report = (out / "results.md").read_text()
+        assert (f"Each process ran on core {pinned} alone" in report) == (pinned is not None)
+
+
+def _check_inprocess(entries, rows, caches, warm, cpu=None):
     """An in-process comparison of a --compiled run covers its cases, each traced twice
     per mode (``caches``: what each mode ran) and timed 15 times in both processes, with
-    ``warm`` untimed batches after each switch of mode."""
+    ``warm`` untimed batches after each switch of mode, on core ``cpu`` alone (None: on
+    every core this process may use)."""
     assert sorted(o["case"]["id"] for o in entries) == sorted(r["case"]["id"] for r in rows)
     for o in entries:
         assert o["caches"] == caches, o
@@ -97,6 +127,9 @@ def _check_inprocess(entries, rows, caches, warm):
                                                 for m in caches), o
         assert o["functions"] == 2 and o["warm"] == warm and o["median"] > 0, o
         assert o["process_min"] <= o["process_max"], o
+        # the core asked for, and the cores the process found it could run on
+        assert o["cpu"] == cpu, o
+        assert o["cpus"] == ([cpu] if cpu is not None else sorted(os.sched_getaffinity(0))), o
 
 
 def test_gpu_script_dry_run_on_cpu(tmp_path):
