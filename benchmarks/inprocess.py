@@ -33,7 +33,7 @@ order flips each pair, after one pair of warm-up):
   batches run untimed (``WARM_AFTER_SWITCH``, ``--warm``).
 
 With ``--cpu N`` the process runs on core N alone (``benchmarks/run.py`` asks for it where
-every case is JAX's and compiled: see ``PINNED``).
+every case is a ``jax.jit`` one on the CPU: see its ``pinned_core``).
 
 A process's first case runs twice, the first time not recorded (a process's first case
 came out biased whatever the modes compared).

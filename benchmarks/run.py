@@ -377,6 +377,11 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead
                            if statuses.get(v) not in (None, "", "not imported")), "")
     if package_status:  # which mode, and which code runs the fixed cache's miss (C or Python)
         lines.append(f"- the package: {package_status.splitlines()[0]}")
+    if meta.get("cpu") is not None:
+        lines.append(f"- every worker ran on core {meta['cpu']} alone (`--cpu`; by default "
+                     "where every case is a `jax.jit` one on the CPU: on more cores, XLA's CPU "
+                     "runtime hands loops of 1000 elements to its thread pool, a hand-off that "
+                     "costs more than the call here and varies from batch to batch)")
     lines += [f"- variants: {', '.join(variants)} (fresh process each, interleaved, "
              f"{meta['repeats']} rounds); times are median microseconds per call",
              "- ratio = variant / none (median of per-round ratios, [min, max]); "
@@ -513,26 +518,26 @@ def eager_memory_runs(python, n, variants, substrates):
 OVERHEAD_MAX = 1.15  # issue 3, point 8: the cache adds at most 15 % to a cache-free call
 
 
-def pinned_core(kind, cases, asked=None):
-    """The core on which the in-process comparison of ``kind`` runs alone, or None (on
-    all of the process's cores). ``asked``: ``--inprocess-cpu`` (None: decide here; a
-    negative number: never).
+def pinned_core(cases, asked=None, gpu=False):
+    """The core on which each process of a run measuring ``cases`` runs alone (the A/B
+    workers and the comparisons inside one process), or None (on all of its cores).
+    ``asked``: ``--cpu`` (None: decide here; a negative number: never).
 
-    By default, where every case is a ``jax.jit`` one (the JAX stack's compiled and
-    package comparisons), on the lowest core the runner may use. XLA's CPU runtime hands
+    By default, where every case is a ``jax.jit`` one on the CPU (the JAX stack's
+    ``--compiled`` run), on the lowest core the runner may use. XLA's CPU runtime hands
     an elementwise loop of 1000 elements to its thread pool, and on this shared 2-core
     machine the hand-off costs more than the call and varies from batch to batch
-    (Softplus on 1000 elements: 46.5 us a call, 13.3 us on one core). Side by side
-    (2026-12-05, 3 processes each): package / none within 0.98-1.02 in 6 and 7 of 13
-    cases on all cores, in 13 and 13 on one; fixed / upstream 5, 7, 9, 9 and 11 of 13,
-    against 10, 12 and 12. TF's comparisons are within it on all cores (30 of 30)."""
-    from benchmarks.inprocess import select
-
+    (Softplus on 1000 elements: 46.5 us a call, 13.3 us on one core). Side by side on
+    2026-12-05: across fresh processes (11 rounds, two runs each) fixed / none within
+    0.98-1.02 in 6 and 8 of 13 cases on all cores, 10 and 9 on one (upstream: 5 and 5,
+    10 and 11; the control: 6 and 6, 8 and 11); inside one process (3 processes each)
+    package / none in 7 and 6 of 13 on all cores, 13 and 13 on one. TF stays on all
+    cores: on one, TFP 0.11's compiled cases on 1e6 elements were no steadier, and the
+    A/B workers' compiled TF cases came out noisier."""
     if asked is not None:
         return asked if asked >= 0 else None
-    chosen = select(kind, cases)
-    if (chosen and hasattr(os, "sched_getaffinity")
-            and all(c["substrate"] == "jax" and c.get("exec") == "jit" for c in chosen)):
+    if (cases and not gpu and hasattr(os, "sched_getaffinity")
+            and all(c["substrate"] == "jax" and c.get("exec") == "jit" for c in cases)):
         return min(os.sched_getaffinity(0))
     return None
 
@@ -599,7 +604,7 @@ def _inprocess_section(entries, title, intro, target, ok, cols):
     rows = [o for o in entries if "median" in o]
     pinned = next((o["cpu"] for o in rows if o.get("cpu") is not None), None)
     if pinned is not None:
-        intro += (f" Each process ran on core {pinned} alone (`--inprocess-cpu`; by default "
+        intro += (f" Each process ran on core {pinned} alone (`--cpu`; by default "
                   "where every case is a `jax.jit` one: on more cores, XLA's CPU runtime hands "
                   "loops of 1000 elements to its thread pool, a hand-off that costs more than "
                   "the call here and varies from batch to batch).")
@@ -696,12 +701,10 @@ def main(argv=None) -> int:
     parser.add_argument("--match", default=None,
                         help="comma-separated; keep the cases whose id contains any of them")
     parser.add_argument("--cpu", type=int, default=None,
-                        help="pin every worker to this core (default: no pinning; on this 2-core "
-                             "machine pinning made compiled cases noisier)")
-    parser.add_argument("--inprocess-cpu", type=int, default=None,
-                        help="run each process of the comparisons inside one process on this "
-                             "core alone (-1: never; default: where every case is a jax.jit "
-                             "one, the lowest core: see pinned_core)")
+                        help="run every process (the workers, and those comparing inside one "
+                             "process) on this core alone; -1: on all cores. Default: the "
+                             "lowest core where every case is a jax.jit one on the CPU, else "
+                             "all (see pinned_core)")
     parser.add_argument("--substrates", default=None,
                         help="comma-separated subset of tf,numpy,jax (default: all installed)")
     parser.add_argument("--out", default=None, help="results folder (default: benchmarks/results/<tag>)")
@@ -738,11 +741,12 @@ def main(argv=None) -> int:
         cases = [c for c in cases if c.get("exec") in COMPILED]
     if args.match:
         cases = [c for c in cases if any(m in c["id"] for m in args.match.split(","))]
-    if args.cpu is not None and args.cpu >= 0:
-        os.environ["TFP_PICKLEFIX_BENCH_CPU"] = str(args.cpu)
     if args.substrates:
         wanted = set(args.substrates.split(","))
         cases = [c for c in cases if c["substrate"] in wanted]
+    cpu = pinned_core(cases, args.cpu, args.gpu)
+    if cpu is not None:
+        os.environ["TFP_PICKLEFIX_BENCH_CPU"] = str(cpu)  # read by each worker
     if not cases:
         print("no benchmark case to run: this stack has none (the legacy NumPy-only stack), or "
               "--match/--substrates/--compiled left none", file=sys.stderr)
@@ -766,6 +770,9 @@ def main(argv=None) -> int:
                 + (f"; JAX device {first['jax_device']}" if first.get("jax_device") else ""),
                 # what each variant's process reported: tfp_picklefix.status(), or "not imported"
                 "status": {v: rounds[0][v].get("status") for v in variants},
+                # the core every worker was asked to run on alone, and the cores the first
+                # worker found it could use
+                "cpu": cpu, "cpus": first.get("cpus"),
                 "seconds": round(time.time() - start)}
 
     if args.inprocess_only:
@@ -812,12 +819,12 @@ def inprocess_all(args, info, variants, cases):
             print(f"[bench] compiled cases in one process ({processes} processes)", flush=True)
             out["compiled_inprocess"] = inprocess_runs(
                 args.python, "compiled", cases, processes, args.quick, work,
-                pinned_core("compiled", cases, args.inprocess_cpu))
+                pinned_core(select("compiled", cases), args.cpu, args.gpu))
         if "off" in variants and select("overhead", cases) and processes:
             print(f"[bench] cache overhead in one process ({processes} processes)", flush=True)
             out["overhead"] = inprocess_runs(
                 args.python, "overhead", cases, processes, args.quick, work,
-                pinned_core("overhead", cases, args.inprocess_cpu))
+                pinned_core(select("overhead", cases), args.cpu, args.gpu))
         # On the legacy stacks every case; elsewhere, with --compiled, the compiled ones:
         # the package against TFP as shipped, where the modes compare two caches.
         if (info["legacy"] or args.compiled) and select("package", cases) and processes:
@@ -825,7 +832,7 @@ def inprocess_all(args, info, variants, cases):
                   "processes)", flush=True)
             out["package_inprocess"] = inprocess_runs(
                 args.python, "package", cases, processes, args.quick, work,
-                pinned_core("package", cases, args.inprocess_cpu))
+                pinned_core(select("package", cases), args.cpu, args.gpu))
     return out
 
 

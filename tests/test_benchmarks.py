@@ -58,6 +58,8 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
     # none/package on the legacy stacks)
     assert all(len(per_round) == 2 for r in rows for per_round in r["batches"].values())
     assert data["memory"] == [] and data["eager_memory"] == [] and data["overhead"] == []
+    # TF's cases: every process on all the cores it may use (pinned_core)
+    assert data["meta"]["cpu"] is None and data["meta"]["cpus"] == sorted(os.sched_getaffinity(0))
     if legacy:
         assert data["compiled_inprocess"] == []  # one mode only: no cache to alternate
         # but the package itself, patched in and taken out in turn inside one process
@@ -88,8 +90,9 @@ def test_compiled_run_keeps_only_compiled_cases(tmp_path):
 
 @pytest.mark.long(40)
 def test_compiled_jax_cases_run_on_one_core_in_one_process(tmp_path):
-    """``--compiled`` on JAX's cases: the comparisons inside one process run on one core
-    alone (``pinned_core``), and say so; ``--inprocess-cpu -1`` leaves them on all."""
+    """``--compiled`` on JAX's cases: every process, the A/B workers and those comparing
+    inside one process, runs on one core alone (``pinned_core``), and the results say
+    so; ``--cpu -1`` leaves them on all."""
     if "jax" not in substrates():
         pytest.skip("needs TFP's JAX substrate (the jax-nightly stack)")
     cores = sorted(os.sched_getaffinity(0))
@@ -98,13 +101,15 @@ def test_compiled_jax_cases_run_on_one_core_in_one_process(tmp_path):
         result = run_script(["-m", "benchmarks", "--compiled", "--substrates", "jax",
                              "--repeats", "1", "--batches", "1", "--match", "Exp|miss|jit|forward|1|",
                              "--inprocess-processes", "2", "--out", str(out)]
-                            + ([] if asked is None else ["--inprocess-cpu", str(asked)]),
+                            + ([] if asked is None else ["--cpu", str(asked)]),
                             timeout=600)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         with open(out / "results.json") as f:
             data = json.load(f)
         rows = data["rows"]
         assert [r["case"]["exec"] for r in rows] == ["jit"]
+        assert data["meta"]["cpu"] == pinned
+        assert data["meta"]["cpus"] == ([pinned] if pinned is not None else cores)
         for kind, caches in (("compiled_inprocess", {"fixed": "PicklefixBijectorCache",
                                                      "upstream": "BijectorCache"}),
                              ("package_inprocess", {"package": "PicklefixBijectorCache",
@@ -113,6 +118,7 @@ def test_compiled_jax_cases_run_on_one_core_in_one_process(tmp_path):
                              cpu=pinned)
         report = (out / "results.md").read_text()
         assert (f"Each process ran on core {pinned} alone" in report) == (pinned is not None)
+        assert (f"every worker ran on core {pinned} alone" in report) == (pinned is not None)
 
 
 def _check_inprocess(entries, rows, caches, warm, cpu=None):
