@@ -28,8 +28,10 @@ order flips each pair, after one pair of warm-up):
   "the legacy fix must not touch the hot path"): every case of the runner but the
   thread ones, with the package patched in (``package``: ``tfp_picklefix.patch()``)
   and taken out again (``none``: ``tfp_picklefix.unpatch()``, which puts back every
-  attribute TFP had), in turn. Eager cases time one set of calls under both; compiled
-  cases trace their functions under each, as ``compiled`` does. After each switch three
+  attribute TFP had), in turn. Eager misses time one set of calls under both; eager hits
+  make their input and kept output under each, and call once more after each switch
+  (which empties the caches: else every call of the package's would be a miss);
+  compiled cases trace their functions under each, as ``compiled`` does. After each switch three
   batches run untimed (``WARM_AFTER_SWITCH``, ``--warm``).
 
 With ``--cpu N`` the process runs on core N alone (``benchmarks/run.py`` asks for it where
@@ -199,6 +201,14 @@ def main(argv=None):
                 for mode in order:
                     switch(args.kind, mode)
                     benches.append((mode, make(sub, case)))
+            elif case.get("cache") == "hit" and args.kind == "package":
+                # A hit's input and kept output, made under each mode: TFP's cache makes
+                # the arrays it sees read-only, and the package's cache starts empty after
+                # each patch() (so each switch refills it: Timed.refill).
+                benches = []
+                for mode in modes:
+                    switch(args.kind, mode)
+                    benches.append((mode, make(sub, case)))
             else:  # one set of calls, timed under both modes
                 bench = make(sub, case)
                 benches = [(mode, bench) for mode in modes]
@@ -209,11 +219,13 @@ def main(argv=None):
         times = {mode: [] for mode in modes}
         for mode, bench in benches:  # a first round, not recorded: all warmed up
             switch(args.kind, mode)
+            bench.refill()
             bench.batch()
         for i in range(args.pairs):
             got = {mode: [] for mode in modes}
             for mode, bench in (benches if i % 2 == 0 else benches[::-1]):
                 switch(args.kind, mode)
+                bench.refill()
                 for _ in range(warm):
                     bench.batch()  # not recorded: see WARM_AFTER_SWITCH
                 got[mode].append(bench.batch())
