@@ -379,10 +379,7 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead
     if package_status:  # which mode, and which code runs the fixed cache's miss (C or Python)
         lines.append(f"- the package: {package_status.splitlines()[0]}")
     if meta.get("cpu") is not None:
-        lines.append(f"- every worker ran on core {meta['cpu']} alone (`--cpu`; by default "
-                     "where every case is a `jax.jit` one on the CPU: on more cores, XLA's CPU "
-                     "runtime hands loops of 1000 elements to its thread pool, a hand-off that "
-                     "costs more than the call here and varies from batch to batch)")
+        lines.append(f"- every worker ran on core {meta['cpu']} alone ({PINNED_WHY})")
     lines += [f"- variants: {', '.join(variants)} (fresh process each, interleaved, "
              f"{meta['repeats']} rounds); times are median microseconds per call",
              "- ratio = variant / none (median of per-round ratios, [min, max]); "
@@ -520,6 +517,12 @@ def eager_memory_runs(python, n, variants, substrates):
 OVERHEAD_MAX = 1.15  # issue 3, point 8: the cache adds at most 15 % to a cache-free call
 
 
+# results.md, where a run's processes ran on one core (pinned_core)
+PINNED_WHY = ("`--cpu`; by default where every case is a `jax.jit` one on the CPU: on more "
+              "cores, XLA's CPU runtime hands loops of 1000 elements to its thread pool, a "
+              "hand-off that costs more than the call here and varies from batch to batch")
+
+
 def pinned_core(cases, asked=None, gpu=False):
     """The core on which each process of a run measuring ``cases`` runs alone (the A/B
     workers and the comparisons inside one process), or None (on all of its cores).
@@ -606,10 +609,7 @@ def _inprocess_section(entries, title, intro, target, ok, cols):
     rows = [o for o in entries if "median" in o]
     pinned = next((o["cpu"] for o in rows if o.get("cpu") is not None), None)
     if pinned is not None:
-        intro += (f" Each process ran on core {pinned} alone (`--cpu`; by default "
-                  "where every case is a `jax.jit` one: on more cores, XLA's CPU runtime hands "
-                  "loops of 1000 elements to its thread pool, a hand-off that costs more than "
-                  "the call here and varies from batch to batch).")
+        intro += f" Each process ran on core {pinned} alone ({PINNED_WHY})."
     lines = ["", title, "", intro + " Ratio: median over every pair of batches of all "
              "processes; in brackets, the lowest and highest per-process median.", ""]
     if rows:
