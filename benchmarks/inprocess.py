@@ -71,11 +71,6 @@ FUNCTIONS = 2  # compiled: functions traced per mode in each process
 WARM_AFTER_SWITCH = {"package": 3, "compiled": 0, "overhead": 0}
 
 
-def _cores():
-    """The cores this process may run on (None where the platform cannot say)."""
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-
-
 def trace_order(modes, functions, process):
     """The modes in the order their functions are traced: A B B A, then B A A B, and so
     on (starting with B A A B in odd-numbered processes): no mode is always first, and
@@ -236,7 +231,7 @@ def main(argv=None):
         record(dict(times, case=case, caches=caches))
     print(json.dumps({"kind": args.kind, "modes": list(modes), "rows": rows,
                       "functions": args.functions if args.kind != "overhead" else None,
-                      "warm": warm, "cpu": args.cpu, "cpus": _cores(),
+                      "warm": warm, "cpu": args.cpu, "cpus": worker.cores(),
                       "status": str(tfp_picklefix.status())}))
 
 

@@ -255,6 +255,11 @@ def _versions():
     return versions
 
 
+def cores():
+    """The cores this process may run on (None where the platform cannot say)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
 def reply(obj):
     sys.stdout.write("@@" + json.dumps(obj) + "\n")
     sys.stdout.flush()
@@ -292,9 +297,7 @@ def serve(variant):
                     device = f"unavailable ({type(exc).__name__})"
             reply({"variant": variant, "versions": _versions(), "python": sys.version.split()[0],
                    "jax_device": device,
-                   # the cores this process may run on (TFP_PICKLEFIX_BENCH_CPU: one)
-                   "cpus": sorted(os.sched_getaffinity(0))
-                   if hasattr(os, "sched_getaffinity") else None,
+                   "cpus": cores(),  # (TFP_PICKLEFIX_BENCH_CPU: one)
                    "status": str(sys.modules["tfp_picklefix"].status())
                    if "tfp_picklefix" in sys.modules else "not imported"})
         elif cmd == "setup":
