@@ -22,7 +22,8 @@ clean:
 # default stack; the JAX substrate on the jax-nightly stack). `make bench-legacy`: the
 # legacy stacks (TF 2.5.3 + TFP 0.9/0.10/0.11), none vs package vs the A/A control, the
 # full case list, 8 rounds (enough for the pooled ratio's interval), then every case with
-# the package patched in and out in turn inside one process (3 processes, ~10 min a stack).
+# the package patched in and out in turn inside one process (3 processes, ~10 min a stack),
+# and the cases that came out outside 0.98-1.02 there beside their A/A control (~1 min).
 BENCH_PYTHON ?= .venvs/modern/bin/python
 LEGACY_STACKS ?= legacy-0.9 legacy-0.10 legacy-0.11
 bench:
@@ -48,7 +49,7 @@ bench-legacy:
 # jax-nightly), 11 rounds of fresh processes: on a shared machine one process runs the
 # same compiled call up to 2x slower than another, which 3 rounds cannot resolve. Then,
 # inside one process, each case traced with each cache mode, and with the package patched
-# in and out.
+# in and out (the cases outside 0.98-1.02 there again beside their A/A control).
 bench-compiled:
 	$(PYTHON) scripts/matrix.py setup --stacks modern,jax-nightly
 	$(BENCH_PYTHON) -m pip install -q matplotlib

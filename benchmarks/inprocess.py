@@ -3,6 +3,7 @@
     python benchmarks/inprocess.py --kind overhead --substrates tf,numpy [--pairs 15] [--quick]
     python benchmarks/inprocess.py --kind compiled --substrates tf [--pairs 15] [--quick]
     python benchmarks/inprocess.py --kind package --substrates tf [--pairs 15] [--quick]
+    python benchmarks/inprocess.py --kind control --cases CASES.json [--pairs 15]
 
 On this shared machine one process runs the same code up to 2x faster than another,
 steadily within each, which swamps small effects in the A/B runner's comparison of
@@ -33,6 +34,11 @@ order flips each pair, after one pair of warm-up):
   (which empties the caches: else every call of the package's would be a miss);
   compiled cases trace their functions under each, as ``compiled`` does. After each switch three
   batches run untimed (``WARM_AFTER_SWITCH``, ``--warm``).
+- ``control``: the A/A control of ``package``, run on the cases that came out outside
+  0.98-1.02 there: the same steps, cases and switches, but both modes (``none_a`` and
+  ``none_b``) are TFP as shipped (each switch calls ``tfp_picklefix.patch()`` and then
+  ``unpatch()``, so that both go through what a switch of ``package`` does). Its ratios
+  are what the same code, traced or given its inputs separately, produces here.
 
 With ``--cpu N`` the process runs on core N alone (``benchmarks/run.py`` asks for it where
 every case is a ``jax.jit`` one on the CPU: see its ``pinned_core``).
@@ -55,7 +61,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SIZES = (1, 1000)
 MODES = {"overhead": ("fixed", "off"), "compiled": ("fixed", "upstream"),
-         "package": ("package", "none")}
+         "package": ("package", "none"), "control": ("none_a", "none_b")}
+# The kinds that patch the package in and out (or, the control, go through the same
+# switch and end where they began): each mode makes its own hit inputs and outputs.
+SWITCHES_PATCH = ("package", "control")
 FUNCTIONS = 2  # compiled: functions traced per mode in each process
 # Untimed batches after each switch, by kind (``--warm`` overrides). patch() and
 # unpatch() rewrite some 150 attributes and registry entries, and what follows a switch
@@ -68,7 +77,7 @@ FUNCTIONS = 2  # compiled: functions traced per mode in each process
 # sets one class attribute: with two untimed batches after it, the compiled comparison
 # came out no closer (25 of 28 TF cases within 0.98-1.02, against 28 of 28 without; the
 # three at 1e6 elements, where single batches vary most).
-WARM_AFTER_SWITCH = {"package": 3, "compiled": 0, "overhead": 0}
+WARM_AFTER_SWITCH = {"package": 3, "control": 3, "compiled": 0, "overhead": 0}
 
 
 def trace_order(modes, functions, process):
@@ -88,7 +97,7 @@ def select(kind, cases):
 
     if kind == "compiled":
         return [c for c in cases if c.get("exec") in COMPILED]
-    if kind == "package":
+    if kind in SWITCHES_PATCH:
         return [c for c in cases if c["kind"] in ("bijector", "e2e")]
     return [c for c in cases if c["kind"] == "bijector" and c["exec"] == "eager"
             and c["cache"] == "miss" and c["bijector"] in CORE and c["size"] in SIZES]
@@ -96,15 +105,26 @@ def select(kind, cases):
 
 def switch(kind, mode):
     """Put the process in ``mode``: a cache mode, or for ``package`` the package patched
-    in or taken out."""
+    in or taken out; for ``control``, patched in and taken out again (either mode)."""
     import tfp_picklefix
 
-    if kind != "package":
+    if kind not in SWITCHES_PATCH:
         tfp_picklefix.set_cache_mode(mode)
+        return
+    if kind == "control":
+        tfp_picklefix.patch()
+        tfp_picklefix.unpatch()
     elif mode == "package":
         tfp_picklefix.patch()
     else:
         tfp_picklefix.unpatch()
+    # What patch() and unpatch() leave for the garbage collector, collected now rather
+    # than in whichever batch next crosses its threshold: that lands in timed batches of
+    # the cases with few calls a batch (1e6 elements), and more often after patch(). On
+    # TFP 0.10 the eager forward of Exp on 1e6 elements came out 1.065, 1.053 and 1.039
+    # with the package in three processes without this (its A/A control: 0.997), and
+    # 0.984, 1.025 and 0.931 with it; the code that runs is TFP's own either way.
+    gc.collect()
 
 
 def what_runs(kind, sub):
@@ -196,7 +216,7 @@ def main(argv=None):
                 for mode in order:
                     switch(args.kind, mode)
                     benches.append((mode, make(sub, case)))
-            elif case.get("cache") == "hit" and args.kind == "package":
+            elif case.get("cache") == "hit" and args.kind in SWITCHES_PATCH:
                 # A hit's input and kept output, made under each mode: TFP's cache makes
                 # the arrays it sees read-only, and the package's cache starts empty after
                 # each patch() (so each switch refills it: Timed.refill).
@@ -232,6 +252,8 @@ def main(argv=None):
     print(json.dumps({"kind": args.kind, "modes": list(modes), "rows": rows,
                       "functions": args.functions if args.kind != "overhead" else None,
                       "warm": warm, "cpu": args.cpu, "cpus": worker.cores(),
+                      # a garbage collection after each switch (see switch)
+                      "collect": args.kind in SWITCHES_PATCH,
                       "status": str(tfp_picklefix.status())}))
 
 

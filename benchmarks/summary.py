@@ -20,7 +20,7 @@ import os
 import sys
 from typing import List
 
-from benchmarks.run import COMPILED, CORE, EAGER_MAX, OVERHEAD_MAX, ROOT, fmt_pooled, pooled_ratio
+from benchmarks.run import COMPILED, CORE, EAGER_MAX, OVERHEAD_MAX, ROOT, fmt_pooled, in_band, pooled_ratio
 from benchmarks.run import _fmt_case as _name
 
 
@@ -77,6 +77,20 @@ def _inprocess(lines, entries, title, target="within 0.98-1.02", ok=lambda m: 0.
         lines.append(f"  - ... and {len(bad) - 8} more")
 
 
+def _control(lines, package, control):
+    """One line: the A/A control in one process beside the cases outside 0.98-1.02."""
+    by_case = {json.dumps(o["case"], sort_keys=True): o for o in control if "median" in o}
+    pairs = [(o, by_case[json.dumps(o["case"], sort_keys=True)]) for o in package
+             if "median" in o and not in_band(o["median"])
+             and json.dumps(o["case"], sort_keys=True) in by_case]
+    if not pairs:
+        return
+    also = sum(1 for _, c in pairs if not in_band(c["median"]))
+    lines.append(f"  - the A/A control in one process (TFP as shipped on both sides) for those "
+                 f"{len(pairs)}: {also} outside 0.98-1.02 too; control ratios "
+                 f"{min(c['median'] for _, c in pairs):.3f}-{max(c['median'] for _, c in pairs):.3f}")
+
+
 def summarize(folder: str) -> List[str]:
     with open(os.path.join(folder, "results.json")) as f:
         data = json.load(f)
@@ -97,6 +111,7 @@ def summarize(folder: str) -> List[str]:
             _spread(lines, timed, variant)
         _inprocess(lines, data.get("package_inprocess", []),
                    "legacy, in one process: package / none (patched in and out in turn)")
+        _control(lines, data.get("package_inprocess", []), data.get("package_control", []))
         return lines + [""]
     # ``control`` (TFP as shipped in a second process, where the run has it) shows what
     # the machine's noise alone gives on the same figures.
@@ -115,6 +130,7 @@ def summarize(folder: str) -> List[str]:
     _inprocess(lines, data.get("compiled_inprocess", []), "compiled, in one process: fixed / upstream")
     _inprocess(lines, data.get("package_inprocess", []),
                "compiled, in one process: package / TFP as shipped (patched in and out in turn)")
+    _control(lines, data.get("package_inprocess", []), data.get("package_control", []))
     _check(lines, "eager: no slower than TFP as shipped (median <= 1.02)", eager, "fixed",
            lambda r: r["median"] <= 1.02)
     _inprocess(lines, data.get("eager_inprocess", []),
