@@ -119,11 +119,12 @@ def switch(kind, mode):
     else:
         tfp_picklefix.unpatch()
     # What patch() and unpatch() leave for the garbage collector, collected now rather
-    # than in whichever batch next crosses its threshold: that lands in timed batches of
-    # the cases with few calls a batch (1e6 elements), and more often after patch(). On
-    # TFP 0.10 the eager forward of Exp on 1e6 elements came out 1.065, 1.053 and 1.039
-    # with the package in three processes without this (its A/A control: 0.997), and
-    # 0.984, 1.025 and 0.931 with it; the code that runs is TFP's own either way.
+    # than in whichever batch next crosses its threshold, which can be a timed one. (On
+    # TFP 0.10, the eager forward of Exp on 1e6 elements, the first 17 cases of a run:
+    # 1.065, 1.053 and 1.039 with the package in three processes without this, 0.984,
+    # 1.025 and 0.931 with it. In whole runs, with it, that case still came out 1.045
+    # [1.016, 1.070], against its A/A control's 1.000: the collection is not the whole
+    # story.)
     gc.collect()
 
 

@@ -724,9 +724,7 @@ def package_control_lines(package, control):
 
 # Why a garbage collection follows each patch() or unpatch() inside one process.
 COLLECT_WHY = ("else what they leave for it is collected in whichever batch next crosses its "
-               "threshold, a timed one of a case with few calls a batch: on TFP 0.10 the eager "
-               "forward of Exp on 1e6 elements came out 1.04-1.07 with the package, its A/A "
-               "control 1.00")
+               "threshold, which can be a timed one")
 # The comparisons inside one process (--inprocess-kinds), each run where it applies.
 INPROCESS_KINDS = ("compiled", "overhead", "package", "control", "eager")
 EAGER_MAX = 1.02  # issue 5: no eager case slower than TFP as shipped (median ratio <= 1.02)
