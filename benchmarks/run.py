@@ -686,13 +686,19 @@ def outside_band(entries):
     return [o["case"] for o in entries if "median" in o and not in_band(o["median"])]
 
 
-def package_control_lines(package, control):
-    """Markdown: the cases outside 0.98-1.02 with the package patched in and out, beside
-    the A/A control in one process (both modes TFP as shipped)."""
+def control_pairs(package, control):
+    """(package entry, its control entry) for each case of ``package_inprocess`` outside
+    0.98-1.02 that ``package_control`` measured."""
     by_case = {json.dumps(o["case"], sort_keys=True): o for o in control if "median" in o}
     pairs = [(o, by_case.get(json.dumps(o["case"], sort_keys=True))) for o in package
              if "median" in o and not in_band(o["median"])]
-    pairs = [(p, c) for p, c in pairs if c is not None]
+    return [(p, c) for p, c in pairs if c is not None]
+
+
+def package_control_lines(package, control):
+    """Markdown: the cases outside 0.98-1.02 with the package patched in and out, beside
+    the A/A control in one process (both modes TFP as shipped)."""
+    pairs = control_pairs(package, control)
     if not pairs:
         return [f"- {_fmt_case(o['case']) if 'case' in o else 'the A/A control'}: did not run: "
                 f"{o['error']}" for o in control if "error" in o]
@@ -706,9 +712,8 @@ def package_control_lines(package, control):
              "steps, cases and switches, but both modes are TFP as shipped (`none_a`, `none_b`; "
              "each switch calls `tfp_picklefix.patch()` and then `unpatch()`, so both go through "
              f"what a switch does there; {collect}{warm} untimed batches after each). Compiled "
-             "cases trace "
-             "their functions under each mode, so the control's ratio is what two traced "
-             "functions of the same code come out at here. Ratio: median over every pair of "
+             "cases trace their functions under each mode, so the control's ratio is what two "
+             "traced functions of the same code come out at here. Ratio: median over every pair of "
              "batches of all processes; in brackets, the lowest and highest per-process median.",
              "", f"{also} of {len(pairs)} cases: the control, identical code on both sides, "
              f"outside 0.98-1.02 too; in {wider} of {len(pairs)} it is as far from 1 as the "

@@ -20,7 +20,8 @@ import os
 import sys
 from typing import List
 
-from benchmarks.run import COMPILED, CORE, EAGER_MAX, OVERHEAD_MAX, ROOT, fmt_pooled, in_band, pooled_ratio
+from benchmarks.run import (COMPILED, CORE, EAGER_MAX, OVERHEAD_MAX, ROOT, control_pairs, fmt_pooled,
+                            in_band, pooled_ratio)
 from benchmarks.run import _fmt_case as _name
 
 
@@ -79,10 +80,7 @@ def _inprocess(lines, entries, title, target="within 0.98-1.02", ok=lambda m: 0.
 
 def _control(lines, package, control):
     """One line: the A/A control in one process beside the cases outside 0.98-1.02."""
-    by_case = {json.dumps(o["case"], sort_keys=True): o for o in control if "median" in o}
-    pairs = [(o, by_case[json.dumps(o["case"], sort_keys=True)]) for o in package
-             if "median" in o and not in_band(o["median"])
-             and json.dumps(o["case"], sort_keys=True) in by_case]
+    pairs = control_pairs(package, control)
     if not pairs:
         return
     also = sum(1 for _, c in pairs if not in_band(c["median"]))
