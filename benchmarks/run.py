@@ -355,14 +355,15 @@ def _fmt_case(case):
 
 def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead=(),
                  compiled_inprocess=(), package_inprocess=(), eager_inprocess=(),
-                 package_control=()):
+                 package_control=(), package_again=()):
     os.makedirs(outdir, exist_ok=True)
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "memory": memory, "eager_memory": list(eager_memory),
                    "overhead": list(overhead), "compiled_inprocess": list(compiled_inprocess),
                    "package_inprocess": list(package_inprocess),
                    "eager_inprocess": list(eager_inprocess),
-                   "package_control": list(package_control)},
+                   "package_control": list(package_control),
+                   "package_again": list(package_again)},
                   f, indent=1)
     unit = lambda v, case: (f"{v:.0f}/s" if case["kind"] == "threads" else f"{v * 1e6:.1f}")  # noqa: E731
     ratio_cols = [v for v in variants if v != "none"] + (
@@ -414,7 +415,7 @@ def write_report(outdir, meta, rows, variants, memory, eager_memory=(), overhead
     lines += noise_table(rows, variants)
     lines += compiled_inprocess_lines(compiled_inprocess)
     lines += package_inprocess_lines(package_inprocess)
-    lines += package_control_lines(package_inprocess, package_control)
+    lines += package_control_lines(package_inprocess, package_control, package_again)
     lines += eager_inprocess_lines(eager_inprocess)
     lines += overhead_lines(overhead)
     errs = [(r["case"], r["errors"]) for r in rows if r["errors"]]
@@ -558,48 +559,66 @@ def inprocess_runs(python, kind, cases, processes, quick, workdir, cpu=None):
     package: package/none; control: none_a/none_b), the range of the per-process medians, and each mode's
     median time (``<mode>_us``). ``cpu``: the core each process runs on alone (None:
     all)."""
-    per_case = {}
-    errors = []
-    modes = None
-    path = os.path.join(workdir, f"{kind}-cases.json")
+    return inprocess_series(python, (kind,), cases, processes, quick, workdir, cpu)[kind]
+
+
+def inprocess_series(python, kinds, cases, processes, quick, workdir, cpu=None):
+    """``inprocess_runs`` of several kinds on the same cases, their processes in turn: for
+    each process number one process of each kind, the order flipping from one number to
+    the next (A B, B A, A B), so that a drift of the machine weighs on each alike.
+    ``{kind: entries}``."""
+    path = os.path.join(workdir, f"{'-'.join(kinds)}-cases.json")
     with open(path, "w") as f:
         json.dump(cases, f)
+    got = {kind: ({}, [], {}) for kind in kinds}  # per case, errors, the modes
     for p in range(processes):
-        rec, err = _json_run(python, "benchmarks/inprocess.py",
-                             ["--kind", kind, "--cases", path, "--process", str(p)]
-                             + (["--pairs", "7"] if quick else [])
-                             + (["--cpu", str(cpu)] if cpu is not None else []),
-                             "package" if kind in ("package", "control") else "fixed")
-        if rec is None:
-            errors.append(err)
-            continue
-        modes = rec["modes"]
-        for row in rec["rows"]:
-            key = json.dumps(row["case"], sort_keys=True)
-            entry = per_case.setdefault(key, {"case": row["case"], "processes": []})
-            if rec.get("functions"):
-                entry["functions"] = rec["functions"]  # traced per mode (compiled)
-            if rec.get("warm") is not None:
-                entry["warm"] = rec["warm"]  # untimed batches after each switch
-            if rec.get("collect"):
-                entry["collect"] = True  # a garbage collection after each switch
-            # the core asked for, and the cores the process found it could run on
-            entry["cpu"], entry["cpus"] = rec.get("cpu"), rec.get("cpus")
-            if "error" in row:
-                entry["error"] = row["error"]
-            else:
-                entry["processes"].append({m: row[m] for m in modes})
-                entry["caches"] = row["caches"]
+        for kind in (kinds if p % 2 == 0 else kinds[::-1]):
+            per_case, errors, seen = got[kind]
+            rec, err = _json_run(python, "benchmarks/inprocess.py",
+                                 ["--kind", kind, "--cases", path, "--process", str(p)]
+                                 + (["--pairs", "7"] if quick else [])
+                                 + (["--cpu", str(cpu)] if cpu is not None else []),
+                                 "package" if kind in ("package", "control") else "fixed")
+            if rec is None:
+                errors.append(err)
+                continue
+            seen["modes"] = rec["modes"]
+            _collect(per_case, rec)
+    return {kind: _aggregate(*got[kind]) for kind in kinds}
+
+
+def _collect(per_case, rec):
+    """Add one ``inprocess.py`` process's record to ``per_case`` (by case)."""
+    for row in rec["rows"]:
+        key = json.dumps(row["case"], sort_keys=True)
+        entry = per_case.setdefault(key, {"case": row["case"], "processes": []})
+        if rec.get("functions"):
+            entry["functions"] = rec["functions"]  # traced per mode (compiled)
+        if rec.get("warm") is not None:
+            entry["warm"] = rec["warm"]  # untimed batches after each switch
+        if rec.get("collect"):
+            entry["collect"] = True  # a garbage collection after each switch
+        # the core asked for, and the cores the process found it could run on
+        entry["cpu"], entry["cpus"] = rec.get("cpu"), rec.get("cpus")
+        if "error" in row:
+            entry["error"] = row["error"]
+        else:
+            entry["processes"].append({m: row[m] for m in rec["modes"]})
+            entry["caches"] = row["caches"]
+
+
+def _aggregate(per_case, errors, seen):
+    """``inprocess_runs``'s entries from what ``_collect`` gathered."""
     out = []
     for entry in per_case.values():
         procs = entry["processes"]
         if procs:
-            a, b = modes
+            a, b = seen["modes"]
             ratios = [[x / y for x, y in zip(p[a], p[b])] for p in procs]
             per_process = [statistics.median(r) for r in ratios]
             entry.update(median=statistics.median([x for r in ratios for x in r]),
                          process_min=min(per_process), process_max=max(per_process))
-            for m in modes:
+            for m in seen["modes"]:
                 entry[f"{m}_us"] = statistics.median([x for p in procs for x in p[m]]) * 1e6
         out.append(entry)
     if errors and not out:
@@ -686,26 +705,37 @@ def outside_band(entries):
     return [o["case"] for o in entries if "median" in o and not in_band(o["median"])]
 
 
-def control_pairs(package, control):
-    """(package entry, its control entry) for each case of ``package_inprocess`` outside
-    0.98-1.02 that ``package_control`` measured."""
-    by_case = {json.dumps(o["case"], sort_keys=True): o for o in control if "median" in o}
-    pairs = [(o, by_case.get(json.dumps(o["case"], sort_keys=True))) for o in package
-             if "median" in o and not in_band(o["median"])]
-    return [(p, c) for p, c in pairs if c is not None]
+def control_pairs(package, control, again=()):
+    """(package entry, its entry measured again or None, its control entry) for each case
+    of ``package_inprocess`` outside 0.98-1.02 that ``package_control`` measured
+    (``again``: ``package_again``, the same cases with the package patched in and out,
+    in processes that ran just them, as the control's did)."""
+    key = lambda o: json.dumps(o["case"], sort_keys=True)  # noqa: E731
+    controls = {key(o): o for o in control if "median" in o}
+    agains = {key(o): o for o in again if "median" in o}
+    return [(o, agains.get(key(o)), controls[key(o)]) for o in package
+            if "median" in o and not in_band(o["median"]) and key(o) in controls]
 
 
-def package_control_lines(package, control):
+def _ratio_cell(entry):
+    if entry is None:
+        return "-"
+    return f"{entry['median']:.3f} [{entry['process_min']:.3f}, {entry['process_max']:.3f}]"
+
+
+def package_control_lines(package, control, again=()):
     """Markdown: the cases outside 0.98-1.02 with the package patched in and out, beside
-    the A/A control in one process (both modes TFP as shipped)."""
-    pairs = control_pairs(package, control)
-    if not pairs:
+    the same measured again, and the A/A control in one process (both modes TFP as
+    shipped), in processes that ran just these cases."""
+    triples = control_pairs(package, control, again)
+    if not triples:
         return [f"- {_fmt_case(o['case']) if 'case' in o else 'the A/A control'}: did not run: "
                 f"{o['error']}" for o in control if "error" in o]
     warm = next((o["warm"] for o in control if o.get("warm") is not None), 3)
     collect = "a garbage collection and " if any(o.get("collect") for o in control) else ""
-    also = sum(1 for _, c in pairs if not in_band(c["median"]))
-    wider = sum(1 for p, c in pairs if abs(c["median"] - 1) >= abs(p["median"] - 1))
+    n = len(triples)
+    also = sum(1 for _, _, c in triples if not in_band(c["median"]))
+    wider = sum(1 for p, _, c in triples if abs(c["median"] - 1) >= abs(p["median"] - 1))
     lines = ["", "## The cases outside 0.98-1.02 in one process, beside an A/A control", "",
              "The cases whose ratio package / none came out outside 0.98-1.02 above, measured "
              "again by their A/A control (`benchmarks/inprocess.py --kind control`): the same "
@@ -713,18 +743,30 @@ def package_control_lines(package, control):
              "each switch calls `tfp_picklefix.patch()` and then `unpatch()`, so both go through "
              f"what a switch does there; {collect}{warm} untimed batches after each). Compiled "
              "cases trace their functions under each mode, so the control's ratio is what two "
-             "traced functions of the same code come out at here. Ratio: median over every pair of "
-             "batches of all processes; in brackets, the lowest and highest per-process median.",
-             "", f"{also} of {len(pairs)} cases: the control, identical code on both sides, "
-             f"outside 0.98-1.02 too; in {wider} of {len(pairs)} it is as far from 1 as the "
-             f"package or further ({len(pairs[0][1]['processes'])} processes).", "",
-             "| case | package / none [process range] | none_a / none_b [process range] |",
-             "|---|---|---|"]
-    for p, c in pairs:
-        lines.append(f"| {_fmt_case(p['case'])} | {p['median']:.3f} [{p['process_min']:.3f}, "
-                     f"{p['process_max']:.3f}] | {c['median']:.3f} [{c['process_min']:.3f}, "
-                     f"{c['process_max']:.3f}] |")
+             "traced functions of the same code come out at here. The control's processes run "
+             "just these cases; so do those of the column \"again\", the package patched in and "
+             f"out once more, a process of each in turn ({AGAIN_WHY}). Ratio: median over every "
+             "pair of batches of all processes; in brackets, the lowest and highest per-process "
+             "median.",
+             "", f"{also} of {n} cases: the control, identical code on both sides, "
+             f"outside 0.98-1.02 too; in {wider} of {n} it is as far from 1 as the "
+             f"package or further ({len(triples[0][2]['processes'])} processes)."]
+    measured = [a for _, a, _ in triples if a is not None]
+    if measured:
+        inside = sum(1 for a in measured if in_band(a["median"]))
+        lines.append(f"Measured again beside the control: {inside} of {len(measured)} within "
+                     "0.98-1.02.")
+    lines += ["", "| case | package / none [process range] | again, beside the control | "
+              "none_a / none_b [process range] |", "|---|---|---|---|"]
+    for p, a, c in triples:
+        lines.append(f"| {_fmt_case(p['case'])} | {_ratio_cell(p)} | {_ratio_cell(a)} | "
+                     f"{_ratio_cell(c)} |")
     return lines
+
+
+# Why the cases outside 0.98-1.02 are measured again with the package, beside their control.
+AGAIN_WHY = ("a case's ratio depends on the cases its process ran before it: see "
+             "benchmarks/README.md, \"Legacy stacks inside one process\"")
 
 
 # Why a garbage collection follows each patch() or unpatch() inside one process.
@@ -917,11 +959,11 @@ def main(argv=None) -> int:
 def inprocess_all(args, info, variants, cases, rows, earlier=None):
     """The comparisons inside one process that this run makes (``--inprocess-kinds``):
     write_report's ``overhead``, ``compiled_inprocess``, ``package_inprocess``,
-    ``eager_inprocess`` and ``package_control`` (``rows``: the A/B results, for
-    ``eager_inprocess``; ``earlier``: the results being added to, whose
+    ``eager_inprocess``, ``package_control`` and ``package_again`` (``rows``: the A/B
+    results, for ``eager_inprocess``; ``earlier``: the results being added to, whose
     ``package_inprocess`` the control follows when this run does not measure it)."""
     out = {"overhead": [], "compiled_inprocess": [], "package_inprocess": [],
-           "eager_inprocess": [], "package_control": []}
+           "eager_inprocess": [], "package_control": [], "package_again": []}
     processes = args.inprocess_processes if args.inprocess_processes is not None else (
         0 if args.gpu else 1 if args.quick else 3)
     kinds = set(args.inprocess_kinds.split(","))
@@ -951,17 +993,20 @@ def inprocess_all(args, info, variants, cases, rows, earlier=None):
                 args.python, "package", cases, processes, args.quick, work,
                 pinned_core(select("package", cases), args.cpu, args.gpu))
         # The cases that came out outside 0.98-1.02 there, again with both modes TFP as
-        # shipped: how far the same code alone comes out, in one process, on this machine.
+        # shipped: how far the same code alone comes out, in one process, on this machine;
+        # and beside it, in processes that run just these cases as the control's do, the
+        # package patched in and out again (a case's ratio depends on the cases its
+        # process ran before it: see AGAIN_WHY).
         package = out["package_inprocess"] or (earlier or {}).get("package_inprocess", [])
         ids = {c["id"] for c in cases}  # (--match)
         again = [c for c in outside_band(package) if c["id"] in ids]
         if "control" in kinds and again and processes:
             print(f"[bench] {len(again)} cases outside 0.98-1.02 with the package patched in "
-                  f"and out, beside an A/A control in one process ({processes} processes)",
-                  flush=True)
-            out["package_control"] = inprocess_runs(
-                args.python, "control", again, processes, args.quick, work,
-                pinned_core(again, args.cpu, args.gpu))
+                  f"and out, again and beside an A/A control in one process ({processes} "
+                  "processes of each, in turn)", flush=True)
+            both = inprocess_series(args.python, ("package", "control"), again, processes,
+                                    args.quick, work, pinned_core(again, args.cpu, args.gpu))
+            out["package_again"], out["package_control"] = both["package"], both["control"]
         # Elsewhere, the eager cases that came out slower than TFP across processes (where
         # a process's own speed can differ by several percent from another's), again
         # with the package patched in and out in one process.
@@ -993,6 +1038,7 @@ def _inprocess_only(args, info, cases, outdir):
     kept.update({k: v for k, v in inproc.items() if v})  # what this run measured replaces
     if inproc["package_inprocess"]:  # the control follows the comparison it was run for
         kept["package_control"] = inproc["package_control"]
+        kept["package_again"] = inproc["package_again"]
     if not any(inproc.values()):
         print(f"[bench] --inprocess-only: no comparison inside one process applies to these cases; "
               f"{os.path.relpath(outdir, ROOT)} left as it was")
@@ -1000,7 +1046,7 @@ def _inprocess_only(args, info, cases, outdir):
     meta = dict(data["meta"])
     # Earlier --inprocess-only runs stay on record for the comparisons this one kept.
     measured = {k for k, v in inproc.items() if v} | (
-        {"package_control"} if inproc["package_inprocess"] else set())
+        {"package_control", "package_again"} if inproc["package_inprocess"] else set())
     before = []
     for earlier in ([meta["inprocess"]] if meta.get("inprocess") else []) + meta.get("inprocess_before", []):
         still = [k for k in earlier["kinds"] if k not in measured]

@@ -78,15 +78,24 @@ def _inprocess(lines, entries, title, target="within 0.98-1.02", ok=lambda m: 0.
         lines.append(f"  - ... and {len(bad) - 8} more")
 
 
-def _control(lines, package, control):
-    """One line: the A/A control in one process beside the cases outside 0.98-1.02."""
-    pairs = control_pairs(package, control)
-    if not pairs:
+def _control(lines, package, control, again=()):
+    """One line: the A/A control in one process beside the cases outside 0.98-1.02, and
+    those cases measured again with the package beside it."""
+    triples = control_pairs(package, control, again)
+    if not triples:
         return
-    also = sum(1 for _, c in pairs if not in_band(c["median"]))
+    also = sum(1 for _, _, c in triples if not in_band(c["median"]))
     lines.append(f"  - the A/A control in one process (TFP as shipped on both sides) for those "
-                 f"{len(pairs)}: {also} outside 0.98-1.02 too; control ratios "
-                 f"{min(c['median'] for _, c in pairs):.3f}-{max(c['median'] for _, c in pairs):.3f}")
+                 f"{len(triples)}: {also} outside 0.98-1.02 too; control ratios "
+                 f"{min(c['median'] for _, _, c in triples):.3f}-"
+                 f"{max(c['median'] for _, _, c in triples):.3f}")
+    measured = [a for _, a, _ in triples if a is not None]
+    if measured:
+        inside = sum(1 for a in measured if in_band(a["median"]))
+        lines.append(f"  - the package measured again beside that control: {inside} of "
+                     f"{len(measured)} within 0.98-1.02; ratios "
+                     f"{min(a['median'] for a in measured):.3f}-"
+                     f"{max(a['median'] for a in measured):.3f}")
 
 
 def summarize(folder: str) -> List[str]:
@@ -109,7 +118,8 @@ def summarize(folder: str) -> List[str]:
             _spread(lines, timed, variant)
         _inprocess(lines, data.get("package_inprocess", []),
                    "legacy, in one process: package / none (patched in and out in turn)")
-        _control(lines, data.get("package_inprocess", []), data.get("package_control", []))
+        _control(lines, data.get("package_inprocess", []), data.get("package_control", []),
+                 data.get("package_again", []))
         return lines + [""]
     # ``control`` (TFP as shipped in a second process, where the run has it) shows what
     # the machine's noise alone gives on the same figures.
@@ -128,7 +138,8 @@ def summarize(folder: str) -> List[str]:
     _inprocess(lines, data.get("compiled_inprocess", []), "compiled, in one process: fixed / upstream")
     _inprocess(lines, data.get("package_inprocess", []),
                "compiled, in one process: package / TFP as shipped (patched in and out in turn)")
-    _control(lines, data.get("package_inprocess", []), data.get("package_control", []))
+    _control(lines, data.get("package_inprocess", []), data.get("package_control", []),
+             data.get("package_again", []))
     _check(lines, "eager: no slower than TFP as shipped (median <= 1.02)", eager, "fixed",
            lambda r: r["median"] <= 1.02)
     _inprocess(lines, data.get("eager_inprocess", []),

@@ -243,7 +243,8 @@ def test_inprocess_only_adds_to_existing_results(tmp_path):
     assert after["meta"]["when"] == data["meta"]["when"]
     # (on the legacy stacks, with the A/A control where this one case came out outside
     # 0.98-1.02)
-    assert after["meta"]["inprocess"]["kinds"] in ([kind], ["package_control", kind]), after["meta"]
+    assert after["meta"]["inprocess"]["kinds"] in (
+        [kind], ["package_again", "package_control", kind]), after["meta"]
     [entry] = after[kind]
     assert entry["case"]["id"] == data["rows"][0]["case"]["id"] and entry["median"] > 0, entry
     assert len(entry["processes"]) == 1, entry
@@ -256,9 +257,10 @@ def test_inprocess_only_adds_to_existing_results(tmp_path):
 def test_cases_outside_0_98_1_02_get_an_aa_control_in_one_process(tmp_path):
     """The cases whose ratio package / none came out outside 0.98-1.02 inside one process
     are measured again by their A/A control (``inprocess.py --kind control``): the same
-    switches, both modes TFP as shipped. ``--inprocess-only --inprocess-kinds control``
-    adds it to existing results, for the cases outside only, and keeps the record of when
-    the comparison it follows was measured."""
+    switches, both modes TFP as shipped; and, in processes that run just those cases as
+    the control's do, again with the package patched in and out. ``--inprocess-only
+    --inprocess-kinds control`` adds both to existing results, for the cases outside
+    only, and keeps the record of when the comparison they follow was measured."""
     sub = "tf" if "tf" in substrates() else "jax"
     if sub not in substrates():
         pytest.skip("needs TFP's TF or JAX substrate (compiled cases)")
@@ -277,6 +279,7 @@ def test_cases_outside_0_98_1_02_get_an_aa_control_in_one_process(tmp_path):
             data = json.load(f)
         [entry] = data["package_inprocess"]
         assert entry["case"]["id"] == case and data["package_control"] == [], data
+        assert data["package_again"] == [], data
         entry["median"] = ratio  # the runner's input: a result inside or outside the band
         with open(path, "w") as f:
             json.dump(data, f)
@@ -298,16 +301,27 @@ def test_cases_outside_0_98_1_02_get_an_aa_control_in_one_process(tmp_path):
     assert len(entry["processes"]) == 1 and entry["functions"] == 2 and entry["warm"] == 3, entry
     assert entry["collect"] is True, entry
     assert entry["median"] > 0 and entry["none_a_us"] > 0 and entry["none_b_us"] > 0, entry
+    [again_entry] = data["package_again"]  # the package patched in and out, beside the control
+    assert again_entry["case"]["id"] == case and len(again_entry["processes"]) == 1, again_entry
+    assert again_entry["caches"] == {
+        "package": "patched" if legacy else "Picklefix" + tfp_cache, "none": tfp_cache}, again_entry
+    assert again_entry["median"] > 0 and again_entry["package_us"] > 0, again_entry
     meta = data["meta"]
-    assert meta["inprocess"]["kinds"] == ["package_control"], meta
+    assert meta["inprocess"]["kinds"] == ["package_again", "package_control"], meta
     assert meta["inprocess_before"] == [] and "inprocess" not in before["meta"], meta
     md = (out / "results.md").read_text()
     assert "## The cases outside 0.98-1.02 in one process, beside an A/A control" in md
-    assert f"| {sub} Exp n=1 forward {case.split('|')[2]} miss | 1.500 [" in md, md[-2000:]
+    row = f"| {sub} Exp n=1 forward {case.split('|')[2]} miss | 1.500 ["
+    assert row in md, md[-2000:]
+    [line] = [x for x in md.splitlines() if x.startswith(row)]
+    assert line.split(" | ")[2] == (f"{again_entry['median']:.3f} [{again_entry['process_min']:.3f}, "
+                                    f"{again_entry['process_max']:.3f}]"), line
+    assert "Measured again beside the control: " in md
     summary = run_script(["-m", "benchmarks.summary", str(out)], timeout=120)
     assert summary.returncode == 0, summary.stderr[-2000:]
     assert "the A/A control in one process (TFP as shipped on both sides) for those 1:" \
         in summary.stdout, summary.stdout
+    assert "the package measured again beside that control: " in summary.stdout, summary.stdout
     bad = run_script(common + ["--inprocess-only", "--inprocess-kinds", "contrl"], timeout=120)
     assert bad.returncode == 2 and "unknown contrl" in bad.stderr, bad.stderr
 
