@@ -765,8 +765,8 @@ def package_control_lines(package, control, again=()):
 
 
 # Why the cases outside 0.98-1.02 are measured again with the package, beside their control.
-AGAIN_WHY = ("a case's ratio depends on the cases its process ran before it: see "
-             "benchmarks/README.md, \"Legacy stacks inside one process\"")
+AGAIN_WHY = ("a case's ratio depends on the cases its process ran before it: "
+             "benchmarks/README.md, Method")
 
 
 # Why a garbage collection follows each patch() or unpatch() inside one process.
