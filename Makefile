@@ -23,7 +23,8 @@ clean:
 # legacy stacks (TF 2.5.3 + TFP 0.9/0.10/0.11), none vs package vs the A/A control, the
 # full case list, 8 rounds (enough for the pooled ratio's interval), then every case with
 # the package patched in and out in turn inside one process (3 processes, ~10 min a stack),
-# and the cases that came out outside 0.98-1.02 there beside their A/A control (~1 min).
+# and the cases that came out outside 0.98-1.02 there beside their A/A control, each
+# measured again with the package in processes like the control's (~2 min).
 BENCH_PYTHON ?= .venvs/modern/bin/python
 LEGACY_STACKS ?= legacy-0.9 legacy-0.10 legacy-0.11
 bench:
