@@ -567,13 +567,15 @@ def inprocess_series(python, kinds, cases, processes, quick, workdir, cpu=None):
     each process number one process of each kind, the order flipping from one number to
     the next (A B, B A, A B), so that a drift of the machine weighs on each alike.
     ``{kind: entries}``."""
+    from benchmarks.inprocess import MODES
+
     path = os.path.join(workdir, f"{'-'.join(kinds)}-cases.json")
     with open(path, "w") as f:
         json.dump(cases, f)
-    got = {kind: ({}, [], {}) for kind in kinds}  # per case, errors, the modes
+    got = {kind: ({}, []) for kind in kinds}  # per case, errors
     for p in range(processes):
         for kind in (kinds if p % 2 == 0 else kinds[::-1]):
-            per_case, errors, seen = got[kind]
+            per_case, errors = got[kind]
             rec, err = _json_run(python, "benchmarks/inprocess.py",
                                  ["--kind", kind, "--cases", path, "--process", str(p)]
                                  + (["--pairs", "7"] if quick else [])
@@ -582,9 +584,8 @@ def inprocess_series(python, kinds, cases, processes, quick, workdir, cpu=None):
             if rec is None:
                 errors.append(err)
                 continue
-            seen["modes"] = rec["modes"]
             _collect(per_case, rec)
-    return {kind: _aggregate(*got[kind]) for kind in kinds}
+    return {kind: _aggregate(*got[kind], MODES[kind]) for kind in kinds}
 
 
 def _collect(per_case, rec):
@@ -607,18 +608,19 @@ def _collect(per_case, rec):
             entry["caches"] = row["caches"]
 
 
-def _aggregate(per_case, errors, seen):
-    """``inprocess_runs``'s entries from what ``_collect`` gathered."""
+def _aggregate(per_case, errors, modes):
+    """``inprocess_runs``'s entries from what ``_collect`` gathered (``modes``: the
+    kind's two, the ratio's numerator first)."""
     out = []
     for entry in per_case.values():
         procs = entry["processes"]
         if procs:
-            a, b = seen["modes"]
+            a, b = modes
             ratios = [[x / y for x, y in zip(p[a], p[b])] for p in procs]
             per_process = [statistics.median(r) for r in ratios]
             entry.update(median=statistics.median([x for r in ratios for x in r]),
                          process_min=min(per_process), process_max=max(per_process))
-            for m in seen["modes"]:
+            for m in modes:
                 entry[f"{m}_us"] = statistics.median([x for p in procs for x in p[m]]) * 1e6
         out.append(entry)
     if errors and not out:
@@ -645,7 +647,7 @@ def _inprocess_section(entries, title, intro, target, ok, cols):
                   "|---|" + "---|" * (len(cols) + 1)]
         for o in rows:
             lines.append(f"| {_fmt_case(o['case'])} | " + " | ".join(cell(o) for _, cell in cols)
-                         + f" | {o['median']:.3f} [{o['process_min']:.3f}, {o['process_max']:.3f}] |")
+                         + f" | {_ratio_cell(o)} |")
     return lines + [f"- {_fmt_case(o['case']) if 'case' in o else title}: did not run: {o['error']}"
                     for o in entries if "error" in o]
 
@@ -718,6 +720,7 @@ def control_pairs(package, control, again=()):
 
 
 def _ratio_cell(entry):
+    """An in-process entry's ratio and its range of per-process medians ("-": None)."""
     if entry is None:
         return "-"
     return f"{entry['median']:.3f} [{entry['process_min']:.3f}, {entry['process_max']:.3f}]"

@@ -23,6 +23,7 @@ from typing import List
 from benchmarks.run import (COMPILED, CORE, EAGER_MAX, OVERHEAD_MAX, ROOT, control_pairs, fmt_pooled,
                             in_band, pooled_ratio)
 from benchmarks.run import _fmt_case as _name
+from benchmarks.run import _ratio_cell
 
 
 def _fmt(r):
@@ -72,8 +73,7 @@ def _inprocess(lines, entries, title, target="within 0.98-1.02", ok=lambda m: 0.
                  f"{len(got) - len(bad)}/{len(got)} cases meet it; median ratios "
                  f"{min(meds):.3f}-{max(meds):.3f}")
     for o in bad[:8]:
-        lines.append(f"  - misses: {_name(o['case'])}: {o['median']:.3f} "
-                     f"[{o['process_min']:.3f}, {o['process_max']:.3f}]")
+        lines.append(f"  - misses: {_name(o['case'])}: {_ratio_cell(o)}")
     if len(bad) > 8:
         lines.append(f"  - ... and {len(bad) - 8} more")
 
@@ -162,8 +162,7 @@ def summarize(folder: str) -> List[str]:
                      f"{len(overhead) - len(bad)}/{len(overhead)} cases meet it; median ratios "
                      f"{min(meds):.3f}-{max(meds):.3f}")
         for o in bad:
-            lines.append(f"  - misses: {_name(o['case'])}: {o['median']:.3f} "
-                         f"[{o['process_min']:.3f}, {o['process_max']:.3f}], "
+            lines.append(f"  - misses: {_name(o['case'])}: {_ratio_cell(o)}, "
                          f"{o['fixed_us'] - o['off_us']:.1f} us")
     hits = {(_name(r["case"]).replace(" hit", "")): r for r in bij if r["case"]["cache"] == "hit"}
     cheaper = [(name, r["median"]["fixed"], m["median"]["fixed"]) for name, r in hits.items()
