@@ -84,7 +84,9 @@ def test_no_funcgraph_leak_chain_traces():
 @pytest.mark.long(40)
 @pytest.mark.parametrize("scenario,n", [("chain-arg", 500), ("transformed", 300)])
 def test_no_funcgraph_leak_other_scenarios(scenario, n):
+    """No more traces than LEAK_TRACES (lowered on the stacks issue 3 does not name)."""
     _needs_tf_global()
+    n = min(n, LEAK_TRACES)
     report, _ = _run(["tests/leak_traces.py", "--scenario", scenario, "--n", str(n)], "fixed")
     assert report["funcgraphs"] <= 2, report
 
