@@ -78,6 +78,14 @@ BUILD = {
                            input_shape=(3,)),
         tfl.MixtureSameFamily(2, tfl.IndependentNormal([3]))],
     "VariableLayer": lambda: [tfl.VariableLayer(4, input_shape=(3,)), tfl.IndependentNormal(2)],
+    # As TFP's docstring builds one: arguments that are not plain values, of which
+    # Keras makes no config (F15).
+    "VariableLayer-objects": lambda: [
+        tfl.VariableLayer(4, dtype=tf.float64, activation=keras.activations.softplus,
+                          initializer=tfl.BlockwiseInitializer(
+                              ["zeros", keras.initializers.Constant(0.54)], sizes=[2, 2]),
+                          input_shape=(3,)),
+        tfl.IndependentNormal(2)],
     "DenseFlipout": lambda: [tfl.DenseFlipout(2, input_shape=(3,))],
     "DenseFlipout-relu": lambda: [tfl.DenseFlipout(2, activation="relu", input_shape=(3,), seed=7)],
     "DenseReparameterization": lambda: [tfl.DenseReparameterization(2, input_shape=(3,))],

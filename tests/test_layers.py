@@ -25,8 +25,8 @@ UNSAFE = "deserialization of a Lambda layer with a Python `lambda`"
 SAFE_MODE_REFUSES_LAMBDAS = (keras_2_version() or (0, 0)) >= (2, 13)
 # Keras 2.7-2.10 pickle and copy a model by saving it as a SavedModel (F17), and their
 # base layer makes no config of the constructor's arguments: a layer that takes
-# arguments needs a get_config of its own, which VariableLayer and DenseVariational do
-# not have, with or without the package (Keras 2.9, on mid-0.17).
+# arguments needs a get_config of its own, which DenseVariational does not have, with
+# or without the package, and VariableLayer has only with it (F15; Keras 2.9, on mid-0.17).
 SAVED_MODEL_KERAS = (2, 7) <= (keras_2_version() or (0, 0)) < (2, 11)
 # Keras 2.11 pickles and copies a model in its first (experimental) `.keras` format,
 # whose serializer refuses the Python lambdas in TFP's layer configs (F17 too).
@@ -35,6 +35,9 @@ F17_KERAS = SAVED_MODEL_KERAS or LAMBDA_REFUSING_KERAS
 # ("Layer VariableLayer has arguments ['self', ...] in `__init__` and therefore must
 # override `get_config()`", which the probe cuts short; Keras 2.10 leaves out 'self')
 NO_CONFIG = "has arguments ["
+# The later Keras's: it makes a config of the constructor's arguments only when each is
+# a plain value (not ``dtype=tf.float64``, nor an initializer object).
+NOT_PLAIN = "non-serializable argument values"
 # F17's cause: the SavedModel's trace of a TFP distribution layer's call (Keras
 # 2.7-2.10), Keras 2.11's serializer meeting a lambda.
 TRACE = "Iterating over a symbolic `tf.Tensor` is not allowed"
@@ -64,31 +67,30 @@ F16 = ("DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
 UNSAFE_F16 = "written with cloudpickle"
 # F15: Keras's registry and a config that gives the constructor its arguments.
 F15 = ("MultivariateNormalTriL", "MultivariateNormalTriL-mean", "OneHotCategorical",
-       "CategoricalMixtureOfOneHotCategorical", "MixtureSameFamily", "VariableLayer")
+       "CategoricalMixtureOfOneHotCategorical", "MixtureSameFamily", "VariableLayer",
+       "VariableLayer-objects")
 # F15's cause: Keras finds no class by the name, or (Keras 2.12, MixtureSameFamily)
 # cannot write the config that holds the component layer itself.
 UNFIXED = ("must be an instance of class Layer", "Unknown layer",
            "Object of type IndependentNormal is not JSON serializable")
 # Keras 2.7-2.11, without the package: pickle and copy fail in the SavedModel's trace
 # (F17), or load F16's layers as another class (not registered), and VariableLayer has
-# no config (above).
+# no config (above). With objects as arguments, VariableLayer has none on any Keras.
 UNFIXED_SAVED_MODEL = ((TRACE, "another class", NO_CONFIG) if SAVED_MODEL_KERAS
                        else (LAMBDA,) if LAMBDA_REFUSING_KERAS else ())
 
 
 def test_tfp_layers_models():
     table = probe_rows("tests/layers_probe.py")
-    for layer in ("DistributionLambda", "IndependentNormal", "MixtureSameFamily", "VariableLayer"):
+    for layer in ("DistributionLambda", "IndependentNormal", "MixtureSameFamily", "VariableLayer",
+                  "VariableLayer-objects"):
         # Their configs hold TFP's pickled lambdas (VariableLayer: the IndependentNormal
         # after it): not in Keras's safe mode.
         row = dict(table[layer])
-        if layer == "VariableLayer" and SAVED_MODEL_KERAS:
-            assert all(NO_CONFIG in outcome for outcome in row.values()), row
-            continue
         assert _keras_cell(row, UNSAFE), (layer, table[layer])
         assert set(row.values()) == {"ok"}, (layer, table[layer])
     for layer in F15:
-        if layer not in ("MixtureSameFamily", "VariableLayer"):
+        if layer not in ("MixtureSameFamily", "VariableLayer", "VariableLayer-objects"):
             assert set(table[layer].values()) == {"ok"}, (layer, table[layer])
     for layer in F16:
         row = dict(table[layer])
@@ -105,9 +107,10 @@ def test_f15_f16_layers_fail_without_the_package():
     table = probe_rows("tests/layers_probe.py", *F15, *F16, env={"TFP_PICKLEFIX": "off"})
     assert set(table) == set(F15) | set(F16)
     for layer, row in table.items():
+        reasons = UNFIXED + UNFIXED_SAVED_MODEL + (
+            (NOT_PLAIN, NO_CONFIG) if layer == "VariableLayer-objects" else ())
         for serializer, outcome in row.items():
-            assert any(reason in outcome for reason in UNFIXED + UNFIXED_SAVED_MODEL), (
-                layer, serializer, outcome)
+            assert any(reason in outcome for reason in reasons), (layer, serializer, outcome)
 
 
 WRITE = """
@@ -151,6 +154,50 @@ def test_f15_model_loads_in_another_process(tmp_path):
     assert read.stdout.strip().splitlines()[-1] == "SAME", read.stdout
     off = run_python(READ, args=[path], env={"TFP_PICKLEFIX": "off"})
     assert any(reason in off.stdout for reason in UNFIXED), off.stdout
+
+
+VARIABLE_WRITE = """
+import sys, numpy as np
+import tfp_picklefix
+import tensorflow as tf
+import tensorflow_probability as tfp
+try:
+    import tf_keras as keras
+except ImportError:  # TF <= 2.15: its own Keras 2
+    from tensorflow import keras
+tfl = tfp.layers
+layer = tfl.VariableLayer(4, dtype=tf.float64, activation=keras.activations.softplus,
+                          initializer=tfl.BlockwiseInitializer(
+                              ["zeros", keras.initializers.Constant(0.54)], sizes=[2, 2]),
+                          input_shape=(3,))
+model = keras.Sequential([layer])
+model.save(sys.argv[1])
+np.save(sys.argv[1] + ".npy", np.asarray(model(np.ones((2, 3), np.float32))))
+"""
+VARIABLE_READ = """
+import sys, numpy as np
+import tensorflow_probability as tfp
+try:
+    import tf_keras as keras
+except ImportError:  # TF <= 2.15: its own Keras 2
+    from tensorflow import keras
+model = keras.models.load_model(sys.argv[1], custom_objects={"VariableLayer": tfp.layers.VariableLayer})
+out = np.asarray(model(np.ones((2, 3), np.float32)))
+want = np.load(sys.argv[1] + ".npy")
+print("SAME" if out.dtype == want.dtype and np.array_equal(out, want) else f"DIFFERENT {out} {want}")
+"""
+
+
+def test_a_variable_layer_saved_with_the_package_loads_without_it(tmp_path):
+    """F15's config of a VariableLayer holds only its constructor's arguments, as Keras
+    writes them: Keras's own ``from_config`` reads it where the package is not there
+    (given the class, which TFP does not register)."""
+    path = str(tmp_path / "model.h5")
+    written = run_python(VARIABLE_WRITE, args=[path])
+    assert written.returncode == 0, written.stderr[-3000:]
+    read = run_python(VARIABLE_READ, args=[path], env={"TFP_PICKLEFIX": "off"})
+    assert read.returncode == 0, read.stderr[-3000:]
+    assert read.stdout.strip().splitlines()[-1] == "SAME", read.stdout
 
 
 F17_WRITE = """

@@ -18,8 +18,12 @@ Such a class gets the config its constructor takes (its arguments and Keras's ba
 layer config: no pickled function, so ``load_model`` works in Keras's safe mode), a
 ``from_config`` that calls the constructor with it, and its entry in Keras's registry,
 under its class name as TFP registers the others. A layer whose config is Keras's own
-(its constructor's arguments, recorded by Keras: ``VariableLayer``) lacks only that
-entry, and gets it. Nothing else changes: no weights,
+(its constructor's arguments, recorded by Keras: ``VariableLayer``) lacks that entry,
+and gets it; Keras records them only when each is a plain value (tf-keras, Keras
+2.11-2.15: not ``dtype=tf.float64`` nor an initializer object, as in TFP's own
+example), and never on Keras <= 2.10 and TF 2.5's Keras, so ``VariableLayer`` also gets
+a config of its own, read from the layer (its variable's shape and dtype, and the
+Keras objects it keeps, written as Keras writes a ``Dense``'s). Nothing else changes: no weights,
 no checkpoint keys, no ``forward`` path. A model written this way loads where this
 package is imported (or where TFP gives the class a config and a registration itself).
 
@@ -246,6 +250,53 @@ def keras_own_config(cls: type, keras: Any) -> bool:
     return False
 
 
+# VariableLayer's constructor: its variable's shape and dtype, then what it keeps as
+# attributes of the same names (Keras objects, written as Keras writes a Dense's).
+_VARIABLE_LAYER = ("shape", "dtype", "activation", "initializer", "regularizer", "constraint")
+_KERAS_OBJECTS = {"activation": "activations", "initializer": "initializers",
+                  "regularizer": "regularizers", "constraint": "constraints"}
+
+
+def config_from_keras_arguments(cls: type, keras: Any) -> bool:
+    """F15's cause for ``VariableLayer``: its config is Keras's own, which Keras makes
+    of the constructor's arguments only when each is a plain value (tf-keras and Keras
+    2.11-2.15: ``dtype=tf.float64``, an initializer object such as TFP's own
+    ``BlockwiseInitializer`` raise "was created by passing non-serializable argument
+    values") or never (Keras <= 2.10, TF 2.5's Keras: "has arguments [...] and
+    therefore must override get_config()"); while its constructor takes exactly
+    ``_VARIABLE_LAYER`` and keeps all but the first two as attributes, its variable
+    holding those two."""
+    if not keras_own_config(cls, keras):
+        return False
+    init = vars(cls).get("__init__")
+    code = getattr(init, "__code__", None)
+    names = _parameters(cls)
+    return (code is not None and names is not None and tuple(names) == _VARIABLE_LAYER
+            and "_var" in code.co_names and "add_weight" in code.co_names
+            and all(name in code.co_names for name in _KERAS_OBJECTS))
+
+
+def variable_layer_get_config(self: Any) -> Dict[str, Any]:
+    """``get_config`` for ``VariableLayer``: Keras's base layer config and the
+    constructor's arguments, read from the layer (its variable's shape and dtype, the
+    Keras objects it keeps), each written as Keras writes it for its own layers, so
+    that Keras's ``from_config`` (the constructor) makes the same layer again, with or
+    without the package."""
+    owner = _owner_of(type(self), "get_config", variable_layer_get_config)
+    keras = _keras(owner)
+    # Keras's base config (name, trainable, input shape): a get_config of the class's
+    # own, as a subclass that overrides it gets. Its "dtype" (the layer's policy) is
+    # not VariableLayer's, which is the variable's.
+    config = keras.layers.Layer.get_config(self)
+    variable = self._var
+    config["shape"] = [int(size) for size in variable.shape]
+    config["dtype"] = variable.dtype.name
+    for name, module in _KERAS_OBJECTS.items():
+        value = getattr(self, name)
+        config[name] = None if value is None else getattr(keras, module).serialize(value)
+    return config
+
+
 def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
     """The steps for F15 and F16 in the TF substrate whose modules start with
     ``prefix``: ``get_config`` and ``from_config`` on each class whose arguments live in
@@ -273,6 +324,11 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
             if _f15(cls):
                 steps += [(cls, "get_config", layer_get_config),
                           (cls, "from_config", LAYER_FROM_CONFIG),
+                          (registry, name, cls)]
+                continue
+            if (vars(cls).get("get_config") is variable_layer_get_config
+                    or config_from_keras_arguments(cls, keras)):
+                steps += [(cls, "get_config", variable_layer_get_config),
                           (registry, name, cls)]
                 continue
             if _f16(cls):

@@ -106,9 +106,10 @@ F14 TF's ``TrackableReference`` (a named checkpoint dependency, which a ``tf.Mod
     For protocols 0 and 1 they are written as protocol 2 writes them; protocols 2 and up
     and ``copy`` are left as they are.
 F15 ``tfp.layers`` distribution layers with no Keras config of their own and no entry in
-    Keras's registry (``MultivariateNormalTriL``, ...): Keras writes a model through its
-    layers' configs, so no model holding one pickled, copied or loaded
-    (``_keras_layers``).
+    Keras's registry (``MultivariateNormalTriL``, ...), and ``VariableLayer``, of which
+    Keras makes a config only when its arguments are plain values (never on Keras <=
+    2.10): Keras writes a model through its layers' configs, so no model holding one
+    pickled, copied or loaded (``_keras_layers``).
 F16 ``tfp.layers`` variational layers (``DenseFlipout``, ...): not registered with Keras,
     and their configs write their functions as bytecode with their closures' values,
     which cannot carry TFP's default posterior (a closure over functions): they are
