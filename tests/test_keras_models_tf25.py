@@ -204,7 +204,64 @@ def _variational_models():
     models["Convolution1DFlipout"] = tf.keras.Sequential([
         tfpl.Convolution1DFlipout(2, kernel_size=2, input_shape=(4, 3)),
         tf.keras.layers.Flatten()])
+    # Its arguments are user functions, of which this Keras makes no config (F16); the
+    # exact KL, weighted: a loss the copy must give the same. A fixed prior: this Keras
+    # names a trainable one's variable as the posterior's (below).
+    models["DenseVariational"] = tf.keras.Sequential([tfpl.DenseVariational(
+        2, _posterior, _fixed_prior, kl_weight=0.25, kl_use_exact=True, input_shape=(3,))])
     return models
+
+
+def _posterior(kernel_size, bias_size=0, dtype=None):
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    n = kernel_size + bias_size
+    return tf.keras.Sequential([
+        tfp.layers.VariableLayer(2 * n, dtype=dtype, initializer=tf.keras.initializers.Constant(0.1)),
+        tfp.layers.DistributionLambda(lambda t: tfp.distributions.Independent(
+            tfp.distributions.Normal(t[..., :n], 1e-3 + tf.nn.softplus(t[..., n:])), 1))])
+
+
+def _prior(kernel_size, bias_size=0, dtype=None):
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    n = kernel_size + bias_size
+    return tf.keras.Sequential([
+        tfp.layers.VariableLayer(n, dtype=dtype),
+        tfp.layers.DistributionLambda(lambda t: tfp.distributions.Independent(
+            tfp.distributions.Normal(t, 1.0), 1))])
+
+
+def _fixed_prior(kernel_size, bias_size=0, dtype=None):
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    n = kernel_size + bias_size
+    return tf.keras.Sequential([
+        tfp.layers.DistributionLambda(lambda t: tfp.distributions.Independent(
+            tfp.distributions.Normal(tf.zeros(n, dtype), 1.0), 1))])
+
+
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
+def test_a_model_whose_layer_has_two_weights_of_one_name_fails_clearly():
+    """TF 2.5's Keras names the variables of a layer's inner models by the layer alone:
+    a DenseVariational whose posterior and prior each hold a VariableLayer has two
+    weights named ``dense_variational/constant:0``, which Keras's HDF5 format (F17's)
+    cannot hold. Pickling it says so, instead of h5py's "Unable to create dataset
+    (name already exists)"."""
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    import tfp_picklefix
+
+    tfp_picklefix.patch()
+    model = tf.keras.Sequential([tfp.layers.DenseVariational(
+        2, _posterior, _prior, kl_use_exact=True, input_shape=(3,))])
+    model(X)
+    with pytest.raises(ValueError, match="more than one weight named 'dense_variational/constant:0'"):
+        pickle.dumps(model)
 
 
 def _kl(model, x):
@@ -220,7 +277,9 @@ def test_models_holding_variational_layers_pickle_and_deep_copy():
     """F16 and F17 on TF 2.5's Keras: a model holding a variational layer (no
     distribution layer) pickles and deep-copies through Keras's HDF5 format, its
     functions written as F16 writes them: same layer classes, weights and KL loss,
-    weights of its own. Its shallow copy stays Python's (shared weights), as before."""
+    weights of its own. Its shallow copy stays Python's (shared weights), as before,
+    but for DenseVariational's (of which this Keras makes no config without F16), whose
+    posterior and prior are distribution layers."""
     models = _variational_models()
     inputs, kl = {}, {}
     for kind, model in models.items():
@@ -233,7 +292,9 @@ def test_models_holding_variational_layers_pickle_and_deep_copy():
         assert len(clone.weights) == len(model.weights)
         for got, expected in zip(clone.weights, model.weights):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
-            assert (got is expected) == (name == "copy"), name
+            # DenseVariational's posterior and prior are distribution layers: a model
+            # holding one is shallow-copied through HDF5 too (weights of its own).
+            assert (got is expected) == (name == "copy" and kind != "DenseVariational"), name
         if kl[kind] is not None:
             np.testing.assert_allclose(_kl(clone, inputs[kind]), kl[kind], rtol=1e-6)
 

@@ -25,8 +25,8 @@ UNSAFE = "deserialization of a Lambda layer with a Python `lambda`"
 SAFE_MODE_REFUSES_LAMBDAS = (keras_2_version() or (0, 0)) >= (2, 13)
 # Keras 2.7-2.10 pickle and copy a model by saving it as a SavedModel (F17), and their
 # base layer makes no config of the constructor's arguments: a layer that takes
-# arguments needs a get_config of its own, which DenseVariational does not have, with
-# or without the package, and VariableLayer has only with it (F15; Keras 2.9, on mid-0.17).
+# arguments needs a get_config of its own, which VariableLayer (F15) and
+# DenseVariational (F16) have only with the package (Keras 2.9, on mid-0.17).
 SAVED_MODEL_KERAS = (2, 7) <= (keras_2_version() or (0, 0)) < (2, 11)
 # Keras 2.11 pickles and copies a model in its first (experimental) `.keras` format,
 # whose serializer refuses the Python lambdas in TFP's layer configs (F17 too).
@@ -38,6 +38,10 @@ NO_CONFIG = "has arguments ["
 # The later Keras's: it makes a config of the constructor's arguments only when each is
 # a plain value (not ``dtype=tf.float64``, nor an initializer object).
 NOT_PLAIN = "non-serializable argument values"
+# The layers of which Keras makes no config without the package: VariableLayer given
+# objects, DenseVariational (whose arguments are user functions) on every Keras.
+NO_KERAS_CONFIG = {layer: (NOT_PLAIN, NO_CONFIG) for layer in (
+    "VariableLayer-objects", "DenseVariational", "DenseVariational-mc")}
 # F17's cause: the SavedModel's trace of a TFP distribution layer's call (Keras
 # 2.7-2.10), Keras 2.11's serializer meeting a lambda.
 TRACE = "Iterating over a symbolic `tf.Tensor` is not allowed"
@@ -53,17 +57,16 @@ def _keras_cell(row, refused):
 
 # layer -> text of the Keras-side error (README, "tfp.layers"), for every serializer.
 KERAS_SIDE = {
-    # user functions in __init__
-    "DenseVariational": ("non-serializable argument values",) + ((NO_CONFIG,) if SAVED_MODEL_KERAS else ()),
     # TFP's config pickles the layer's own bound method, and so the layer and the Keras
     # tensors of its graph, which Keras cannot write.
     "AutoregressiveTransform": ("NotImplementedError",) + (
         ("Cannot pickle Tensor",) if SAVED_MODEL_KERAS else ()),
 }
-# F16: the variational layers' functions, written with TFP's cloudpickle helper, which
-# Keras's safe mode does not run.
+# F16: the variational layers' functions (DenseVariational's: its arguments), written
+# with TFP's cloudpickle helper, which Keras's safe mode does not run.
 F16 = ("DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
-       "DenseLocalReparameterization", "Convolution2DFlipout", "Convolution1DReparameterization")
+       "DenseLocalReparameterization", "Convolution2DFlipout", "Convolution1DReparameterization",
+       "DenseVariational", "DenseVariational-mc")
 UNSAFE_F16 = "written with cloudpickle"
 # F15: Keras's registry and a config that gives the constructor its arguments.
 F15 = ("MultivariateNormalTriL", "MultivariateNormalTriL-mean", "OneHotCategorical",
@@ -74,8 +77,9 @@ F15 = ("MultivariateNormalTriL", "MultivariateNormalTriL-mean", "OneHotCategoric
 UNFIXED = ("must be an instance of class Layer", "Unknown layer",
            "Object of type IndependentNormal is not JSON serializable")
 # Keras 2.7-2.11, without the package: pickle and copy fail in the SavedModel's trace
-# (F17), or load F16's layers as another class (not registered), and VariableLayer has
-# no config (above). With objects as arguments, VariableLayer has none on any Keras.
+# (F17), or load F16's layers as another class (not registered), and VariableLayer and
+# DenseVariational have no config (above); nor on any Keras with objects or functions
+# as arguments (NO_KERAS_CONFIG).
 UNFIXED_SAVED_MODEL = ((TRACE, "another class", NO_CONFIG) if SAVED_MODEL_KERAS
                        else (LAMBDA,) if LAMBDA_REFUSING_KERAS else ())
 
@@ -107,8 +111,7 @@ def test_f15_f16_layers_fail_without_the_package():
     table = probe_rows("tests/layers_probe.py", *F15, *F16, env={"TFP_PICKLEFIX": "off"})
     assert set(table) == set(F15) | set(F16)
     for layer, row in table.items():
-        reasons = UNFIXED + UNFIXED_SAVED_MODEL + (
-            (NOT_PLAIN, NO_CONFIG) if layer == "VariableLayer-objects" else ())
+        reasons = UNFIXED + UNFIXED_SAVED_MODEL + NO_KERAS_CONFIG.get(layer, ())
         for serializer, outcome in row.items():
             assert any(reason in outcome for reason in reasons), (layer, serializer, outcome)
 

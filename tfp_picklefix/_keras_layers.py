@@ -36,6 +36,10 @@ its closure's values, which Keras writes as dicts when they are functions themse
 writes the functions with TFP's own cloudpickle helper for layer functions (the one
 ``DistributionLambda`` uses for ``make_distribution_fn``), read back by a ``from_config``
 that is otherwise TFP's. Keras's safe mode refuses them, as it refuses a Lambda.
+``DenseVariational``, whose arguments are user functions (its posterior's and prior's
+makers), has no config of its own, and Keras makes none of such arguments: it gets one
+(its functions written the same way, ``kl_weight`` and ``kl_use_exact`` read from the
+closure of the KL penalty its constructor makes) and F16's ``from_config``.
 """
 from __future__ import annotations
 
@@ -297,6 +301,75 @@ def variable_layer_get_config(self: Any) -> Dict[str, Any]:
     return config
 
 
+# DenseVariational's constructor: user functions that make its posterior and prior
+# (Keras models), and a KL penalty it keeps only as a closure (weight, exact or not).
+_DENSE_VARIATIONAL = ("units", "make_posterior_fn", "make_prior_fn", "kl_weight",
+                      "kl_use_exact", "activation", "use_bias", "activity_regularizer")
+_DENSE_VARIATIONAL_KEEPS = ("_make_posterior_fn", "_make_prior_fn", "_kl_divergence_fn")
+
+
+def functions_as_arguments(cls: type, keras: Any) -> bool:
+    """F16's cause for ``DenseVariational``: its config is Keras's own, which Keras
+    makes of plain values only and its arguments are user functions ("was created by
+    passing non-serializable argument values"; Keras <= 2.10: "has arguments [...] and
+    therefore must override get_config()"); while its constructor takes exactly
+    ``_DENSE_VARIATIONAL`` and keeps ``_DENSE_VARIATIONAL_KEEPS``."""
+    if not keras_own_config(cls, keras):
+        return False
+    code = getattr(vars(cls).get("__init__"), "__code__", None)
+    names = _parameters(cls)
+    return (code is not None and names is not None and tuple(names) == _DENSE_VARIATIONAL
+            and all(name in code.co_names for name in _DENSE_VARIATIONAL_KEEPS))
+
+
+def _plain_number(value: Any) -> Any:
+    """A scalar weight (NumPy, a tensor) as a Python number, for Keras's JSON."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    try:
+        import numpy as np
+
+        array = np.asarray(value)
+    except Exception:
+        return value
+    return array.item() if array.shape == () and array.dtype.kind in "biuf" else value
+
+
+def dense_variational_get_config(self: Any) -> Dict[str, Any]:
+    """``get_config`` for ``DenseVariational``: Keras's base layer config and the
+    constructor's arguments, its functions written by TFP's cloudpickle helper for
+    layer functions (as F16 writes the other variational layers'), the KL weight and
+    whether it is exact read from the closure of the penalty its constructor makes;
+    read back by F16's ``from_config`` (refused in Keras's safe mode)."""
+    owner = _owner_of(type(self), "get_config", dense_variational_get_config)
+    keras = _keras(owner)
+    helpers = _helpers(owner)
+    penalty = self._kl_divergence_fn
+    code = getattr(penalty, "__code__", None)
+    cells = dict(zip(code.co_freevars, [c.cell_contents for c in penalty.__closure__ or ()])
+                 ) if code is not None else {}
+    if not {"kl_divergence_fn", "weight"} <= set(cells):
+        raise NotImplementedError(
+            f"Layer {type(self).__name__}'s KL penalty is not the one its constructor makes "
+            "(kl_weight and kl_use_exact cannot be read back): override `get_config()`.")
+    config = keras.layers.Layer.get_config(self)
+    config["units"] = self.units
+    for key, function in (("make_posterior_fn", self._make_posterior_fn),
+                          ("make_prior_fn", self._make_prior_fn)):
+        config[key] = helpers._serialize_function(function)
+        config[key + "_type"] = _CLOUDPICKLE
+    config["kl_weight"] = _plain_number(cells["weight"])
+    # Exact: TFP's kl_divergence itself; otherwise a function made in the penalty's maker.
+    config["kl_use_exact"] = "<locals>" not in getattr(
+        cells["kl_divergence_fn"], "__qualname__", "<locals>")
+    config["activation"] = keras.activations.serialize(self.activation)
+    config["use_bias"] = self.use_bias
+    regularizer = self.activity_regularizer
+    config["activity_regularizer"] = (None if regularizer is None
+                                      else keras.regularizers.serialize(regularizer))
+    return config
+
+
 def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
     """The steps for F15 and F16 in the TF substrate whose modules start with
     ``prefix``: ``get_config`` and ``from_config`` on each class whose arguments live in
@@ -329,6 +402,12 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
             if (vars(cls).get("get_config") is variable_layer_get_config
                     or config_from_keras_arguments(cls, keras)):
                 steps += [(cls, "get_config", variable_layer_get_config),
+                          (registry, name, cls)]
+                continue
+            if (vars(cls).get("get_config") is dense_variational_get_config
+                    or functions_as_arguments(cls, keras)):
+                steps += [(cls, "get_config", dense_variational_get_config),
+                          (cls, "from_config", VARIATIONAL_FROM_CONFIG),
                           (registry, name, cls)]
                 continue
             if _f16(cls):

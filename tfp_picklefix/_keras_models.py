@@ -205,6 +205,7 @@ def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[Tuple[
         return None
     if not _graph_network(model):  # a subclassed Model: Keras writes no HDF5 of it
         return None
+    _distinct_weight_names(model)
     buffer = io.BytesIO()
     with h5py.File(buffer, "w") as f:
         # Given an h5py.File, Keras writes its HDF5 format. Its errors are the model's
@@ -213,6 +214,28 @@ def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[Tuple[
     layers = [name for name in _layer_modules() if name.startswith("tensorflow_probability.")]
     package = (layers[0].rsplit(".", 1)[0] if layers else "tensorflow_probability.python.layers")
     return load_model, buffer.getvalue(), package
+
+
+def _distinct_weight_names(model: Any) -> None:
+    """Raise a clear error where Keras's HDF5 format cannot hold ``model``: it writes
+    each layer's weights by name, and h5py refuses a name twice ("Unable to create
+    dataset (name already exists)"). TF 2.5's Keras names a layer's nested variables
+    by that layer alone (a ``DenseVariational`` whose posterior and prior each hold a
+    ``VariableLayer``: ``dense_variational/constant:0`` twice)."""
+    for layer in getattr(model, "layers", ()):
+        seen: Dict[str, int] = {}
+        for weight in getattr(layer, "weights", ()):
+            seen[weight.name] = seen.get(weight.name, 0) + 1
+        twice = sorted(name for name, count in seen.items() if count > 1)
+        if twice:
+            raise ValueError(
+                f"cannot write this Keras model in Keras's HDF5 format, which "
+                f"tfp_picklefix uses to pickle and copy a model holding TFP's layers on "
+                f"this Keras (F17): its layer {layer.name!r} has more than one weight "
+                f"named {', '.join(map(repr, twice))}, and the format writes a layer's "
+                f"weights by name (this Keras names the variables of a layer's inner "
+                f"models, such as DenseVariational's posterior and prior, by the layer "
+                f"alone)")
 
 
 def _load(load_model: Any, data: bytes) -> Any:

@@ -113,7 +113,8 @@ F15 ``tfp.layers`` distribution layers with no Keras config of their own and no 
 F16 ``tfp.layers`` variational layers (``DenseFlipout``, ...): not registered with Keras,
     and their configs write their functions as bytecode with their closures' values,
     which cannot carry TFP's default posterior (a closure over functions): they are
-    registered and their functions written with TFP's cloudpickle helper
+    registered and their functions written with TFP's cloudpickle helper; and
+    ``DenseVariational``, of whose user functions Keras makes no config, gets one so
     (``_keras_layers``).
 F17 Keras 2.7-2.11 models holding a ``tfp.layers`` distribution layer: Keras pickles and
     copies a model as a SavedModel, which cannot trace those layers' calls (2.7-2.10), or
