@@ -86,6 +86,20 @@ BUILD = {
                               ["zeros", keras.initializers.Constant(0.54)], sizes=[2, 2]),
                           input_shape=(3,)),
         tfl.IndependentNormal(2)],
+    # F18: a KL penalty towards a prior, as an activity regularizer (TFP's own config and
+    # F15's) or a layer; the exact KL, weighted: a loss the copy must give the same.
+    "KLDivergenceRegularizer": lambda: [
+        keras.layers.Dense(tfl.IndependentNormal.params_size(2), input_shape=(3,)),
+        tfl.IndependentNormal(2, activity_regularizer=tfl.KLDivergenceRegularizer(
+            independent_prior(), use_exact_kl=True, weight=0.5))],
+    "MultivariateNormalTriL-kl": lambda: [
+        keras.layers.Dense(tfl.MultivariateNormalTriL.params_size(2), input_shape=(3,)),
+        tfl.MultivariateNormalTriL(2, activity_regularizer=tfl.KLDivergenceRegularizer(
+            tfd.MultivariateNormalDiag(loc=tf.zeros(2)), use_exact_kl=True, weight=0.5))],
+    "KLDivergenceAddLoss": lambda: [
+        keras.layers.Dense(tfl.IndependentNormal.params_size(2), input_shape=(3,)),
+        tfl.IndependentNormal(2),
+        tfl.KLDivergenceAddLoss(independent_prior(), use_exact_kl=True, weight=0.5)],
     "DenseFlipout": lambda: [tfl.DenseFlipout(2, input_shape=(3,))],
     "DenseFlipout-relu": lambda: [tfl.DenseFlipout(2, activation="relu", input_shape=(3,), seed=7)],
     "DenseReparameterization": lambda: [tfl.DenseReparameterization(2, input_shape=(3,))],
@@ -108,18 +122,26 @@ STOCHASTIC = {"DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
               "DenseLocalReparameterization", "Convolution2DFlipout",
               "Convolution1DReparameterization", "DenseVariational", "DenseVariational-mc"}
 RANDOM_LOSS = {"DenseVariational-mc"}
+# Distribution layers whose KL loss (F18) is compared too.
+KL_LOSS = {"KLDivergenceRegularizer", "MultivariateNormalTriL-kl", "KLDivergenceAddLoss"}
 INPUTS = {"AutoregressiveTransform": np.zeros((4, 0), np.float32),
           "Convolution2DFlipout": np.random.RandomState(1).randn(4, 6, 6, 3).astype(np.float32),
           "Convolution1DReparameterization": np.random.RandomState(1).randn(4, 6, 3).astype(np.float32)}
 
 
-def summary(model, x=X, stochastic=False, random_loss=False):
+def independent_prior():
+    return tfd.Independent(tfd.Normal(tf.zeros(2), 1.0), 1)
+
+
+def summary(model, x=X, stochastic=False, random_loss=False, kl_loss=False):
     out = model(x)
     if stochastic:
         return [np.asarray(w) for w in model.get_weights()] + [
             np.asarray(loss) for loss in model.losses if not random_loss]
     if hasattr(out, "mean"):
-        return [np.asarray(out.mean()), np.asarray(out.stddev())]
+        # A model without its KL loss has fewer values: a difference.
+        return [np.asarray(out.mean()), np.asarray(out.stddev())] + (
+            [np.asarray(loss) for loss in model.losses] if kl_loss else [])
     return [np.asarray(w) for w in model.get_weights()]
 
 
@@ -186,9 +208,9 @@ def main():
                     row[ser] = "another config"
                     continue
                 stochastic = name in STOCHASTIC
-                random_loss = name in RANDOM_LOSS
-                a = summary(model, x, stochastic, random_loss)
-                b = summary(clone, x, stochastic, random_loss)
+                random_loss, kl_loss = name in RANDOM_LOSS, name in KL_LOSS
+                a = summary(model, x, stochastic, random_loss, kl_loss)
+                b = summary(clone, x, stochastic, random_loss, kl_loss)
                 ok = len(a) == len(b) and all(np.allclose(x, y) for x, y in zip(a, b))
                 row[ser] = "ok" if ok else "values differ"
             except Exception as exc:

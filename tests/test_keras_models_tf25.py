@@ -137,6 +137,42 @@ def test_other_models_are_copied_as_python_copies_them():
         pickle.dumps(model)
 
 
+def _kl_models():
+    """F18: TFP's KL penalty towards a prior, as a distribution layer's activity
+    regularizer and as a layer of its own (the exact KL, weighted)."""
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    tfpl, tfd = tfp.layers, tfp.distributions
+    prior = tfd.Independent(tfd.Normal(tf.zeros(2), 1.0), 1)
+    regularizer = tfpl.KLDivergenceRegularizer(prior, use_exact_kl=True, weight=0.5)
+    return {"regularizer": tf.keras.Sequential([
+                tf.keras.layers.Dense(tfpl.IndependentNormal.params_size(2), input_shape=(3,)),
+                tfpl.IndependentNormal(2, activity_regularizer=regularizer)]),
+            "layer": tf.keras.Sequential([
+                tf.keras.layers.Dense(tfpl.IndependentNormal.params_size(2), input_shape=(3,)),
+                tfpl.IndependentNormal(2),
+                tfpl.KLDivergenceAddLoss(prior, use_exact_kl=True, weight=0.5)])}
+
+
+def _losses(model):
+    model(X)
+    return [float(np.asarray(loss)) for loss in model.losses]
+
+
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
+def test_a_kl_penalty_survives_the_copy():
+    """F18 on TF 2.5's Keras: without it the HDF5 copy of the first model lost its KL
+    loss (the layer's config left its regularizer out), and the second did not copy
+    (``KLDivergenceAddLoss`` has arguments and no config)."""
+    def check(kind, model, name, clone):
+        assert _losses(clone) == _losses(model) != [], (kind, name)
+        _same_model(model, clone)
+
+    failures = _round_trip_failures(_kl_models(), check)
+    assert not failures, failures
+
+
 def _f15_models():
     """Models holding the distribution layers that TFP 0.9-0.13 neither registers with
     Keras nor gives a config of their own (F15)."""

@@ -68,6 +68,13 @@ F16 = ("DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
        "DenseLocalReparameterization", "Convolution2DFlipout", "Convolution1DReparameterization",
        "DenseVariational", "DenseVariational-mc")
 UNSAFE_F16 = "written with cloudpickle"
+# F18: TFP's KL penalty towards a prior, as a distribution layer's activity regularizer
+# (TFP's own config, F15's) or a layer of its own: configs that hold it, and its own
+# (its prior written with TFP's cloudpickle helper, which Keras's safe mode does not run).
+F18 = ("KLDivergenceRegularizer", "MultivariateNormalTriL-kl", "KLDivergenceAddLoss")
+# Without the package: the copy computes without its KL loss (the layer's config left
+# the regularizer out), in Keras's HDF5 format on every Keras.
+LOST = "values differ"
 # F15: Keras's registry and a config that gives the constructor its arguments.
 F15 = ("MultivariateNormalTriL", "MultivariateNormalTriL-mean", "OneHotCategorical",
        "CategoricalMixtureOfOneHotCategorical", "MixtureSameFamily", "VariableLayer",
@@ -100,9 +107,26 @@ def test_tfp_layers_models():
         row = dict(table[layer])
         assert _keras_cell(row, UNSAFE_F16), (layer, table[layer])
         assert set(row.values()) == {"ok"}, (layer, table[layer])
+    for layer in F18:
+        row = dict(table[layer])
+        outcome = row.pop("keras")
+        assert (any(reason in outcome for reason in (UNSAFE, UNSAFE_F16))
+                if SAFE_MODE_REFUSES_LAMBDAS else outcome == "ok"), (layer, table[layer])
+        assert set(row.values()) == {"ok"}, (layer, table[layer])
     for layer, reasons in KERAS_SIDE.items():
         for serializer, outcome in table[layer].items():
             assert any(reason in outcome for reason in reasons), (layer, serializer, outcome)
+
+
+def test_f18_without_the_package_a_copy_loses_its_kl_loss_or_fails():
+    """The KL rows with the package off: no cell passes, and a model whose distribution
+    layer has a KLDivergenceRegularizer comes back from Keras's HDF5 format without it,
+    silently (its loss is gone)."""
+    table = probe_rows("tests/layers_probe.py", *F18, env={"TFP_PICKLEFIX": "off"})
+    assert set(table) == set(F18)
+    for layer, row in table.items():
+        assert "ok" not in row.values(), (layer, row)
+    assert table["KLDivergenceRegularizer"]["h5"] == LOST, table
 
 
 def test_f15_f16_layers_fail_without_the_package():

@@ -1,4 +1,4 @@
-"""F15, F16: ``tfp.layers`` layers that Keras cannot make again from their config.
+"""F15, F16, F18: ``tfp.layers`` layers that Keras cannot make again from their config.
 
 Keras pickles, copies, deep-copies and saves a model through each layer's
 ``get_config`` and its registry of serializable classes (``get_custom_objects()``).
@@ -40,6 +40,15 @@ that is otherwise TFP's. Keras's safe mode refuses them, as it refuses a Lambda.
 makers), has no config of its own, and Keras makes none of such arguments: it gets one
 (its functions written the same way, ``kl_weight`` and ``kl_use_exact`` read from the
 closure of the KL penalty its constructor makes) and F16's ``from_config``.
+
+F18: TFP's KL penalty towards a prior, ``KLDivergenceRegularizer``, given to a
+distribution layer as its ``activity_regularizer`` (as TFP's VAE example does): TFP's
+configs of ``DistributionLambda`` and its subclasses (and F15's) leave that argument out,
+so a copy of such a model computed without its KL loss, and no error said so. They now
+write it, as Keras writes a ``Dense``'s; the regularizer (a Keras regularizer without
+a config) and ``KLDivergenceAddLoss`` (of whose prior Keras makes no config) get
+configs of their constructor's arguments, the prior and the test points' function
+pickled as F16's functions are, F16's ``from_config``, and their registry entries.
 """
 from __future__ import annotations
 
@@ -127,7 +136,7 @@ def layer_get_config(self: Any) -> Dict[str, Any]:
         config[name] = (keras.layers.serialize(value) if isinstance(value, keras.layers.Layer)
                         else value)
     config["convert_to_tensor_fn"] = _helpers(owner)._serialize(self._convert_to_tensor_fn)
-    return config
+    return _with_activity_regularizer(self, config, keras)
 
 
 def _layer_from_config(cls: type, config: Dict[str, Any], custom_objects: Any = None) -> Any:
@@ -218,7 +227,7 @@ def _variational_from_config(cls: type, config: Dict[str, Any]) -> Any:
     ours = [key for key in _function_keys(config) if config[key + "_type"] == _CLOUDPICKLE]
     if ours and _in_safe_mode(cls):
         raise ValueError(
-            f"Requested the deserialization of a {cls.__name__} layer's functions written "
+            f"Requested the deserialization of a {cls.__name__}'s functions or objects written "
             f"with cloudpickle ({', '.join(ours)}). This carries a potential risk "
             "of arbitrary code execution and thus it is disallowed by default. If you "
             "trust the source of the saved model, you can pass `safe_mode=False` to the "
@@ -370,8 +379,135 @@ def dense_variational_get_config(self: Any) -> Dict[str, Any]:
     return config
 
 
+# The KL penalty of tfp.layers: KLDivergenceRegularizer's constructor (which it keeps as
+# attributes of the same names, with a leading underscore), and KLDivergenceAddLoss's,
+# which hands its arguments to such a regularizer (its ``_regularizer``).
+_KL_ARGUMENTS = ("distribution_b", "use_exact_kl", "test_points_reduce_axis",
+                 "test_points_fn", "weight")
+_KL_OBJECTS = ("distribution_b", "test_points_fn")  # written by TFP's cloudpickle helper
+
+
+def kl_regularizer_without_config(cls: type, keras: Any) -> bool:
+    """F18's cause for ``KLDivergenceRegularizer``: a Keras regularizer without a config
+    (Keras's base one raises ``NotImplementedError``), so that neither a layer given it
+    as ``activity_regularizer`` nor ``KLDivergenceAddLoss`` (which holds one) can be
+    written; while its constructor takes exactly ``_KL_ARGUMENTS`` and keeps them."""
+    regularizer = getattr(getattr(keras, "regularizers", None), "Regularizer", None)
+    if not (isinstance(regularizer, type) and isinstance(cls, type)
+            and issubclass(cls, regularizer)):
+        return False
+    for klass in cls.__mro__:
+        if klass is regularizer:
+            break
+        if "get_config" in vars(klass) or "from_config" in vars(klass):
+            return False
+    code = getattr(vars(cls).get("__init__"), "__code__", None)
+    names = _parameters(cls)
+    return (code is not None and names is not None and tuple(names) == _KL_ARGUMENTS
+            and all("_" + name in code.co_names for name in _KL_ARGUMENTS))
+
+
+def kl_add_loss_without_config(cls: type, keras: Any) -> bool:
+    """F18's cause for ``KLDivergenceAddLoss``: its config is Keras's own, which Keras
+    makes of plain values only (its prior distribution is none); while its constructor
+    takes exactly ``_KL_ARGUMENTS`` and keeps a regularizer of them."""
+    if not keras_own_config(cls, keras):
+        return False
+    code = getattr(vars(cls).get("__init__"), "__code__", None)
+    names = _parameters(cls)
+    return (code is not None and names is not None and tuple(names) == _KL_ARGUMENTS
+            and "_regularizer" in code.co_names)
+
+
+def _kl_config(regularizer: Any, helpers: Any) -> Dict[str, Any]:
+    """The constructor's arguments of a ``KLDivergenceRegularizer``, read from it: the
+    prior distribution and the test points' function written as TFP's cloudpickle
+    helper for layer functions writes one (:func:`_serialize_object`), under
+    ``<key>_type``, as F16 writes functions."""
+    config: Dict[str, Any] = {}
+    for name in _KL_ARGUMENTS:
+        value = getattr(regularizer, "_" + name)
+        if name in _KL_OBJECTS:
+            config[name] = _serialize_object(value, helpers)
+            config[name + "_type"] = _CLOUDPICKLE
+        elif name == "weight":
+            config[name] = _plain_number(value)
+        elif name == "test_points_reduce_axis" and isinstance(value, tuple):
+            config[name] = list(value)  # as JSON reads it back; TFP takes either
+        else:
+            config[name] = value
+    return config
+
+
+def _serialize_object(value: Any, helpers: Any) -> str:
+    """``value`` as TFP's helper for layer functions writes one (base64 of a pickle,
+    which its ``_deserialize_function`` reads), pickled by cloudpickle itself: TFP's
+    pickler writes each tensor as a NumPy array, and a TFP 0.10 distribution made
+    again of arrays fails (``'tuple' object has no attribute 'ndims'``). Where
+    cloudpickle cannot (a graph tensor), TFP's pickler (a graph tensor of known value)."""
+    import codecs
+
+    try:
+        import cloudpickle  # TFP's own dependency
+
+        raw = cloudpickle.dumps(value)
+    except Exception:
+        return helpers._serialize_function(value)
+    return codecs.encode(raw, "base64").decode("ascii")
+
+
+def kl_regularizer_get_config(self: Any) -> Dict[str, Any]:
+    """``get_config`` for ``KLDivergenceRegularizer`` (F18): its constructor's
+    arguments (:func:`_kl_config`), read back by F16's ``from_config``."""
+    owner = _owner_of(type(self), "get_config", kl_regularizer_get_config)
+    return _kl_config(self, _helpers(owner))
+
+
+def kl_add_loss_get_config(self: Any) -> Dict[str, Any]:
+    """``get_config`` for ``KLDivergenceAddLoss`` (F18): Keras's base layer config and
+    its constructor's arguments, read from the regularizer it holds."""
+    owner = _owner_of(type(self), "get_config", kl_add_loss_get_config)
+    config = _keras(owner).layers.Layer.get_config(self)
+    config.update(_kl_config(self._regularizer, _helpers(owner)))
+    return config
+
+
+def distribution_lambda_get_config(self: Any) -> Dict[str, Any]:
+    """``get_config`` for ``DistributionLambda`` (and so for every TFP layer whose own
+    calls it): TFP's, with the layer's ``activity_regularizer`` where it has one, as
+    Keras writes a ``Dense``'s (F18: TFP's left it out, so a copy of a layer given
+    ``KLDivergenceRegularizer`` lost its KL loss without a word)."""
+    from ._record import RECORD
+
+    owner = _owner_of(type(self), "get_config", distribution_lambda_get_config)
+    config = RECORD.get_original(owner, "get_config")(self)
+    return _with_activity_regularizer(self, config, _keras(owner))
+
+
+def _with_activity_regularizer(self: Any, config: Dict[str, Any], keras: Any) -> Dict[str, Any]:
+    regularizer = getattr(self, "activity_regularizer", None)
+    if regularizer is not None and config.get("activity_regularizer") is None:
+        config["activity_regularizer"] = keras.regularizers.serialize(regularizer)
+    return config
+
+
+def _kl_get_config(cls: type, keras: Any) -> Any:
+    """F18's ``get_config`` for ``cls`` (patched already, or showing F18's cause), or None."""
+    for get_config, without in ((kl_regularizer_get_config, kl_regularizer_without_config),
+                                (kl_add_loss_get_config, kl_add_loss_without_config)):
+        if vars(cls).get("get_config") is get_config or without(cls, keras):
+            return get_config
+    return None
+
+
+def _tfp_distribution_lambda(cls: type) -> bool:
+    """``cls`` is TFP's own ``DistributionLambda`` (with its ``get_config``)."""
+    return (cls.__name__ == "DistributionLambda" and "get_config" in vars(cls)
+            and _module_name(cls).startswith("tensorflow_probability."))
+
+
 def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
-    """The steps for F15 and F16 in the TF substrate whose modules start with
+    """The steps for F15, F16 and F18 in the TF substrate whose modules start with
     ``prefix``: ``get_config`` and ``from_config`` on each class whose arguments live in
     its lambda's closure (F15) or that writes its functions as bytecode (F16), and an
     entry in Keras's registry for the public ones and for the layers whose config is
@@ -407,6 +543,14 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
             if (vars(cls).get("get_config") is dense_variational_get_config
                     or functions_as_arguments(cls, keras)):
                 steps += [(cls, "get_config", dense_variational_get_config),
+                          (cls, "from_config", VARIATIONAL_FROM_CONFIG),
+                          (registry, name, cls)]
+                continue
+            if _tfp_distribution_lambda(cls):
+                steps.append((cls, "get_config", distribution_lambda_get_config))
+            kl_get_config = _kl_get_config(cls, keras)
+            if kl_get_config is not None:
+                steps += [(cls, "get_config", kl_get_config),
                           (cls, "from_config", VARIATIONAL_FROM_CONFIG),
                           (registry, name, cls)]
                 continue

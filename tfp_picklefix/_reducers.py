@@ -121,6 +121,10 @@ F17 Keras 2.7-2.11 models holding a ``tfp.layers`` distribution layer: Keras pic
     in a format that refuses the lambdas in their configs (2.11); such a model is written
     in Keras's HDF5 format instead, read back by Keras's ``load_model``
     (``_keras_models``).
+F18 ``tfp.layers.KLDivergenceRegularizer`` as a distribution layer's
+    ``activity_regularizer``: TFP's layer configs leave it out, so a copy lost its KL loss
+    silently; the configs write it, and it and ``KLDivergenceAddLoss`` get configs of
+    their own (``_keras_layers``).
 """
 from __future__ import annotations
 
@@ -1302,7 +1306,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
                 targets.append((cls, "__reduce_ex__", slots_reduce_ex, _slots_without_state))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
     if tf:  # (on TFP 0.9-0.11 too: TF 2.5's Keras)
-        steps.extend(_keras_layers.plan(prefix))  # F15, F16
+        steps.extend(_keras_layers.plan(prefix))  # F15, F16, F18
         steps.extend(_keras_models.plan(prefix))  # F17
     if not _detect.legacy_copy(bijector_module):
         # Not for the legacy NumPy substrate: its copies sit below the TF prefix, which
