@@ -100,6 +100,11 @@ BUILD = {
         keras.layers.Dense(tfl.IndependentNormal.params_size(2), input_shape=(3,)),
         tfl.IndependentNormal(2),
         tfl.KLDivergenceAddLoss(independent_prior(), use_exact_kl=True, weight=0.5)],
+    # F15: a Keras Wrapper's config (the wrapped layer) without data_init, and no
+    # registry entry.
+    "WeightNorm": lambda: [tfl.weight_norm.WeightNorm(keras.layers.Dense(2), input_shape=(3,))],
+    "WeightNorm-no-data-init": lambda: [tfl.weight_norm.WeightNorm(
+        keras.layers.Dense(2), data_init=False, input_shape=(3,))],
     "DenseFlipout": lambda: [tfl.DenseFlipout(2, input_shape=(3,))],
     "DenseFlipout-relu": lambda: [tfl.DenseFlipout(2, activation="relu", input_shape=(3,), seed=7)],
     "DenseReparameterization": lambda: [tfl.DenseReparameterization(2, input_shape=(3,))],
@@ -142,7 +147,7 @@ def summary(model, x=X, stochastic=False, random_loss=False, kl_loss=False):
         # A model without its KL loss has fewer values: a difference.
         return [np.asarray(out.mean()), np.asarray(out.stddev())] + (
             [np.asarray(loss) for loss in model.losses] if kl_loss else [])
-    return [np.asarray(w) for w in model.get_weights()]
+    return [np.asarray(w) for w in model.get_weights()] + [np.asarray(out)]
 
 
 def _config(layer):

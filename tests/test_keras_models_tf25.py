@@ -173,6 +173,28 @@ def test_a_kl_penalty_survives_the_copy():
     assert not failures, failures
 
 
+@pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
+def test_a_weight_norm_model_pickles_and_copies():
+    """F15's ``WeightNorm`` on TF 2.5's Keras: registered, with its ``data_init`` in its
+    config, a model of it is written through HDF5 (a layer with a config of TFP's);
+    without it this Keras pickles no such model (a plain one)."""
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    def check(kind, model, name, clone):
+        assert type(clone.layers[0]) is type(model.layers[0])
+        assert clone.layers[0].data_init is model.layers[0].data_init
+        np.testing.assert_allclose(np.asarray(clone(X)), np.asarray(model(X)), rtol=1e-6)
+
+    models = {}
+    for data_init in (True, False):
+        models[f"data_init={data_init}"] = tf.keras.Sequential([tfp.layers.weight_norm.WeightNorm(
+            tf.keras.layers.Dense(2), data_init=data_init, input_shape=(3,))])
+        models[f"data_init={data_init}"](X)
+    failures = _round_trip_failures(models, check)
+    assert not failures, failures
+
+
 def _f15_models():
     """Models holding the distribution layers that TFP 0.9-0.13 neither registers with
     Keras nor gives a config of their own (F15)."""

@@ -78,7 +78,7 @@ LOST = "values differ"
 # F15: Keras's registry and a config that gives the constructor its arguments.
 F15 = ("MultivariateNormalTriL", "MultivariateNormalTriL-mean", "OneHotCategorical",
        "CategoricalMixtureOfOneHotCategorical", "MixtureSameFamily", "VariableLayer",
-       "VariableLayer-objects")
+       "VariableLayer-objects", "WeightNorm", "WeightNorm-no-data-init")
 # F15's cause: Keras finds no class by the name, or (Keras 2.12, MixtureSameFamily)
 # cannot write the config that holds the component layer itself.
 UNFIXED = ("must be an instance of class Layer", "Unknown layer",

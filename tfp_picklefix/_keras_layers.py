@@ -23,7 +23,9 @@ and gets it; Keras records them only when each is a plain value (tf-keras, Keras
 2.11-2.15: not ``dtype=tf.float64`` nor an initializer object, as in TFP's own
 example), and never on Keras <= 2.10 and TF 2.5's Keras, so ``VariableLayer`` also gets
 a config of its own, read from the layer (its variable's shape and dtype, and the
-Keras objects it keeps, written as Keras writes a ``Dense``'s). Nothing else changes: no weights,
+Keras objects it keeps, written as Keras writes a ``Dense``'s). ``weight_norm.WeightNorm``,
+whose config is Keras's ``Wrapper``'s, lacks the entry too, and that config leaves out
+its ``data_init``: it gets both. Nothing else changes: no weights,
 no checkpoint keys, no ``forward`` path. A model written this way loads where this
 package is imported (or where TFP gives the class a config and a registration itself).
 
@@ -491,6 +493,52 @@ def _with_activity_regularizer(self: Any, config: Dict[str, Any], keras: Any) ->
     return config
 
 
+def _is_keras_class(klass: type) -> bool:
+    root = _module_name(klass).split(".")[0]
+    return root in ("keras", "tf_keras") or _module_name(klass).startswith("tensorflow.python.keras.")
+
+
+def arguments_left_out(cls: type, keras: Any) -> List[str]:
+    """F15's cause for ``WeightNorm``: a layer without a config of its own whose config
+    is a Keras class's (``Wrapper``'s: the wrapped layer), which leaves out the
+    constructor's other named arguments (``data_init``), each kept as an attribute of
+    its name; those names (none where ``cls`` is not such a layer)."""
+    layer = keras.layers.Layer
+    if not (isinstance(cls, type) and issubclass(cls, layer)):
+        return []
+    base = next((klass for klass in cls.__mro__ if "get_config" in vars(klass)), None)
+    if base is None or base is layer or not _is_keras_class(base):
+        return []
+    init = vars(cls).get("__init__")
+    code = getattr(init, "__code__", None)
+    names = _parameters(cls)
+    if code is None or names is None:
+        return []
+    import inspect
+
+    try:
+        taken = set(inspect.signature(base.__init__).parameters)
+    except (TypeError, ValueError):
+        return []
+    left_out = [name for name in names if name not in taken]
+    return left_out if left_out and all(n in code.co_names for n in left_out) else []
+
+
+def keras_config_with_arguments(self: Any) -> Dict[str, Any]:
+    """``get_config`` for F15's ``WeightNorm``: its Keras class's config (``Wrapper``'s),
+    and the constructor's arguments that config leaves out, read from the layer."""
+    owner = _owner_of(type(self), "get_config", keras_config_with_arguments)
+    config = super(owner, self).get_config()
+    for name in _LEFT_OUT.get(owner, ()):
+        config[name] = getattr(self, name)
+    return config
+
+
+# The arguments left out, by class, as planned (once patched, the class has a config
+# of its own, and arguments_left_out no longer sees the cause).
+_LEFT_OUT: Dict[type, List[str]] = {}
+
+
 def _kl_get_config(cls: type, keras: Any) -> Any:
     """F18's ``get_config`` for ``cls`` (patched already, or showing F18's cause), or None."""
     for get_config, without in ((kl_regularizer_get_config, kl_regularizer_without_config),
@@ -544,6 +592,13 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
                     or functions_as_arguments(cls, keras)):
                 steps += [(cls, "get_config", dense_variational_get_config),
                           (cls, "from_config", VARIATIONAL_FROM_CONFIG),
+                          (registry, name, cls)]
+                continue
+            left_out = _LEFT_OUT.get(cls) if vars(cls).get(
+                "get_config") is keras_config_with_arguments else arguments_left_out(cls, keras)
+            if left_out:
+                _LEFT_OUT[cls] = left_out
+                steps += [(cls, "get_config", keras_config_with_arguments),
                           (registry, name, cls)]
                 continue
             if _tfp_distribution_lambda(cls):
