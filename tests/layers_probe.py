@@ -47,6 +47,23 @@ def standard_normal_2(t):
                                       scale_diag=tf.ones(2))
 
 
+class KernelProvider(keras.layers.Layer):
+    """A kernel with a trainable amplitude, as TFP's VariationalGaussianProcess takes one."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._amplitude = self.add_weight(initializer="zeros", dtype=tf.float32,
+                                          name="amplitude")
+
+    def call(self, x):
+        return x
+
+    @property
+    def kernel(self):
+        return tfp.math.psd_kernels.ExponentiatedQuadratic(
+            amplitude=tf.nn.softplus(self._amplitude))
+
+
 def posterior(kernel_size, bias_size=0, dtype=None):
     n = kernel_size + bias_size
     return keras.Sequential([tfl.VariableLayer(2 * n, dtype=dtype), tfl.DistributionLambda(
@@ -121,6 +138,12 @@ BUILD = {
         keras.layers.InputLayer(input_shape=(0,)), tfl.DistributionLambda(standard_normal_2),
         tfl.AutoregressiveTransform(tfp.bijectors.AutoregressiveNetwork(
             params=2, hidden_units=[4], activation="relu"))],
+    "VariationalGaussianProcess": lambda: [
+        keras.layers.InputLayer(input_shape=(1,)),
+        tfl.VariationalGaussianProcess(
+            num_inducing_points=3, kernel_provider=KernelProvider(), event_shape=[1],
+            inducing_index_points_initializer=keras.initializers.Constant(
+                np.linspace(-1.0, 1.0, 3)), convert_to_tensor_fn=tfd.Distribution.mean)],
 }
 # Outputs are random draws: compare the weights and the KL terms they add as losses.
 STOCHASTIC = {"DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
@@ -130,6 +153,7 @@ RANDOM_LOSS = {"DenseVariational-mc"}
 # Distribution layers whose KL loss (F18) is compared too.
 KL_LOSS = {"KLDivergenceRegularizer", "MultivariateNormalTriL-kl", "KLDivergenceAddLoss"}
 INPUTS = {"AutoregressiveTransform": np.zeros((4, 0), np.float32),
+          "VariationalGaussianProcess": np.random.RandomState(1).randn(4, 1).astype(np.float32),
           "Convolution2DFlipout": np.random.RandomState(1).randn(4, 6, 6, 3).astype(np.float32),
           "Convolution1DReparameterization": np.random.RandomState(1).randn(4, 6, 3).astype(np.float32)}
 
