@@ -125,6 +125,10 @@ F18 ``tfp.layers.KLDivergenceRegularizer`` as a distribution layer's
     ``activity_regularizer``: TFP's layer configs leave it out, so a copy lost its KL loss
     silently; the configs write it, and it and ``KLDivergenceAddLoss`` get configs of
     their own (``_keras_layers``).
+F19 TF's lazily loaded modules (``tf.keras`` from TF 2.15: ``KerasLazyLoader``) had no
+    reduction before TF 2.16, so a function that cloudpickle writes by value over a
+    global bound to one (``tfk = tf.keras`` in ``__main__``: a posterior for
+    ``DenseVariational``) did not pickle; they get TF 2.16's (the module, by name).
 """
 from __future__ import annotations
 
@@ -1244,6 +1248,31 @@ _TARGETS: Tuple[Tuple[str, str, str, Any, Callable[[type], bool]], ...] = tuple(
 # its tuple's ``__reduce_ex__``, F8).
 # The module is named relative to TF's tracking package: ``tensorflow.python.trackable``
 # since TF 2.13, ``tensorflow.python.training.tracking`` before (TF_TRACKING).
+# F19: TF's lazily loaded modules (``tf.keras`` from TF 2.15 on: a ``KerasLazyLoader``).
+LAZY_LOADER = "tensorflow.python.util.lazy_loader"
+
+
+def lazy_module_reduce(self: Any) -> Any:
+    """F19: a TF lazy module as the module it loads, imported by name when read back
+    (what TF 2.16 made ``LazyLoader.__reduce__``: before, no lazy module pickled, so
+    neither did a function that cloudpickle writes by value, in ``__main__`` or a
+    notebook, over a global such as ``tfk = tf.keras``: ``cannot pickle
+    'KerasLazyLoader' object``). Reading ``__name__`` loads it: the name is the
+    loaded module's."""
+    import importlib
+
+    return importlib.import_module, (self.__name__,)
+
+
+def _module_without_reduction(cls: type) -> bool:
+    """F19's cause: a module type (TF's ``LazyLoader``) with no reduction of its own."""
+    import types
+
+    return (isinstance(cls, type) and issubclass(cls, types.ModuleType)
+            and not any("__reduce__" in vars(klass) or "__reduce_ex__" in vars(klass)
+                        for klass in cls.__mro__ if klass not in (types.ModuleType, object)))
+
+
 _TF_TARGETS = (
     ("data_structures", "_DictWrapper", "__reduce_ex__",
      wrapper_reduce_ex, lambda cls: "__reduce_ex__" in vars(cls)),
@@ -1304,6 +1333,9 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
             cls = getattr(sys.modules.get(module), "_ObjectIdentityWrapper", None)
             if cls is not None:
                 targets.append((cls, "__reduce_ex__", slots_reduce_ex, _slots_without_state))
+        cls = getattr(sys.modules.get(LAZY_LOADER), "LazyLoader", None)
+        if cls is not None:  # F19
+            targets.append((cls, "__reduce__", lazy_module_reduce, _module_without_reduction))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
     if tf:  # (on TFP 0.9-0.11 too: TF 2.5's Keras)
         steps.extend(_keras_layers.plan(prefix))  # F15, F16, F18
