@@ -117,6 +117,14 @@ def _keras_of(module: Any) -> Any:
     return keras
 
 
+def _closure_values(fn: Any) -> Dict[str, Any]:
+    """The values of ``fn``'s closure, by name (none for what is not a function)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return {}
+    return dict(zip(code.co_freevars, [c.cell_contents for c in fn.__closure__ or ()]))
+
+
 def layer_get_config(self: Any) -> Dict[str, Any]:
     """``get_config`` for F15's classes: Keras's base layer config and the
     constructor's arguments, read from the closure of the layer's distribution
@@ -124,10 +132,7 @@ def layer_get_config(self: Any) -> Dict[str, Any]:
     written as Keras writes a wrapped layer."""
     owner = _owner_of(type(self), "get_config", layer_get_config)
     keras = _keras(owner)
-    fn = self._make_distribution_fn
-    code = getattr(fn, "__code__", None)
-    values = dict(zip(code.co_freevars, [c.cell_contents for c in fn.__closure__ or ()])
-                  ) if code is not None else {}
+    values = _closure_values(self._make_distribution_fn)
     names = _parameters(owner) or ()
     if any(name not in values for name in names):
         # Not the lambda its constructor makes (a subclass's own): as without the package.
@@ -355,10 +360,7 @@ def dense_variational_get_config(self: Any) -> Dict[str, Any]:
     owner = _owner_of(type(self), "get_config", dense_variational_get_config)
     keras = _keras(owner)
     helpers = _helpers(owner)
-    penalty = self._kl_divergence_fn
-    code = getattr(penalty, "__code__", None)
-    cells = dict(zip(code.co_freevars, [c.cell_contents for c in penalty.__closure__ or ()])
-                 ) if code is not None else {}
+    cells = _closure_values(self._kl_divergence_fn)
     if not {"kl_divergence_fn", "weight"} <= set(cells):
         raise NotImplementedError(
             f"Layer {type(self).__name__}'s KL penalty is not the one its constructor makes "
