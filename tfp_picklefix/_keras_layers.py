@@ -286,14 +286,16 @@ def config_from_keras_arguments(cls: type, keras: Any) -> bool:
     therefore must override get_config()"); while its constructor takes exactly
     ``_VARIABLE_LAYER`` and keeps all but the first two as attributes, its variable
     holding those two."""
-    if not keras_own_config(cls, keras):
-        return False
-    init = vars(cls).get("__init__")
-    code = getattr(init, "__code__", None)
-    names = _parameters(cls)
-    return (code is not None and names is not None and tuple(names) == _VARIABLE_LAYER
-            and "_var" in code.co_names and "add_weight" in code.co_names
-            and all(name in code.co_names for name in _KERAS_OBJECTS))
+    return keras_own_config(cls, keras) and _constructor_is(
+        cls, _VARIABLE_LAYER, ("_var", "add_weight") + tuple(_KERAS_OBJECTS))
+
+
+def _constructor_is(cls: type, parameters: Tuple[str, ...], names: Tuple[str, ...]) -> bool:
+    """``cls.__init__`` takes exactly the named ``parameters`` and its code names each of
+    ``names`` (the attributes it keeps, the functions it calls)."""
+    code = getattr(vars(cls).get("__init__"), "__code__", None)
+    return (code is not None and tuple(_parameters(cls) or ()) == parameters
+            and all(name in code.co_names for name in names))
 
 
 def variable_layer_get_config(self: Any) -> Dict[str, Any]:
@@ -330,12 +332,8 @@ def functions_as_arguments(cls: type, keras: Any) -> bool:
     passing non-serializable argument values"; Keras <= 2.10: "has arguments [...] and
     therefore must override get_config()"); while its constructor takes exactly
     ``_DENSE_VARIATIONAL`` and keeps ``_DENSE_VARIATIONAL_KEEPS``."""
-    if not keras_own_config(cls, keras):
-        return False
-    code = getattr(vars(cls).get("__init__"), "__code__", None)
-    names = _parameters(cls)
-    return (code is not None and names is not None and tuple(names) == _DENSE_VARIATIONAL
-            and all(name in code.co_names for name in _DENSE_VARIATIONAL_KEEPS))
+    return keras_own_config(cls, keras) and _constructor_is(
+        cls, _DENSE_VARIATIONAL, _DENSE_VARIATIONAL_KEEPS)
 
 
 def _plain_number(value: Any) -> Any:
@@ -405,22 +403,14 @@ def kl_regularizer_without_config(cls: type, keras: Any) -> bool:
             break
         if "get_config" in vars(klass) or "from_config" in vars(klass):
             return False
-    code = getattr(vars(cls).get("__init__"), "__code__", None)
-    names = _parameters(cls)
-    return (code is not None and names is not None and tuple(names) == _KL_ARGUMENTS
-            and all("_" + name in code.co_names for name in _KL_ARGUMENTS))
+    return _constructor_is(cls, _KL_ARGUMENTS, tuple("_" + name for name in _KL_ARGUMENTS))
 
 
 def kl_add_loss_without_config(cls: type, keras: Any) -> bool:
     """F18's cause for ``KLDivergenceAddLoss``: its config is Keras's own, which Keras
     makes of plain values only (its prior distribution is none); while its constructor
     takes exactly ``_KL_ARGUMENTS`` and keeps a regularizer of them."""
-    if not keras_own_config(cls, keras):
-        return False
-    code = getattr(vars(cls).get("__init__"), "__code__", None)
-    names = _parameters(cls)
-    return (code is not None and names is not None and tuple(names) == _KL_ARGUMENTS
-            and "_regularizer" in code.co_names)
+    return keras_own_config(cls, keras) and _constructor_is(cls, _KL_ARGUMENTS, ("_regularizer",))
 
 
 def _kl_config(regularizer: Any, helpers: Any) -> Dict[str, Any]:
