@@ -139,6 +139,18 @@ def with_reductions():  # its default adjust_kr_fn is a lambda in its signature
                                                 tfp.experimental.mcmc.ExpectationsReducer())
 
 
+def progress_bar():  # its default progress bar is a closure TFP made (tqdm's, in TF)
+    return tfp.experimental.mcmc.ProgressBarReducer(5)
+
+
+def progress_bar_values(reducer):
+    # Not run (tqdm is not installed here): its code and cells must be the default's.
+    fn, default = reducer.progress_bar_fn, tfp.experimental.mcmc.make_tqdm_progress_bar_fn()
+    cells = [c.cell_contents for c in fn.__closure__]
+    return [reducer.num_results, fn.__code__ == default.__code__,
+            cells == [c.cell_contents for c in default.__closure__]]
+
+
 def sts_joint():
     y = np.arange(8.0, dtype=np.float32)
     model = tfp.sts.Sum([tfp.sts.LocalLinearTrend(observed_time_series=y),
@@ -200,6 +212,7 @@ if SUBSTRATE == "tf":  # TF only in TFP: STS joint distributions' pinning, nn, l
         "experimental.nn.Affine": (affine_layer, affine_values),
         "LinearOperatorPSDKernel": (psd_operator, operator_values),
         "bijectors.BatchNormalization": (batch_normalization, batch_normalization_values),
+        "experimental.mcmc.ProgressBarReducer": (progress_bar, progress_bar_values),
     })
 
 

@@ -3,7 +3,8 @@
 ``tests/closures_probe.py`` builds them (GP regression models and Schur complements with
 a precomputed divisor, transition kernels, a distribution's parameter properties, STS
 joint distributions and surrogate posteriors, ``tfp.experimental.nn`` layers,
-``LinearOperatorPSDKernel``, ODE solvers, ``WithReductions`` with its default lambda,
+``LinearOperatorPSDKernel``, ODE solvers, ``WithReductions`` with its default lambda, ``ProgressBarReducer`` with its default
+tqdm progress bar,
 ``tfb.BatchNormalization`` with its default Keras layer) and
 sends each through pickle, copy, deepcopy, cloudpickle and dill; a copy must compute
 the same values (samples and MCMC steps for the same seeds). Without F11 the standard

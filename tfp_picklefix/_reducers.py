@@ -1222,6 +1222,8 @@ _GROUPS: Tuple[Tuple[str, str, Callable[[type], bool], Tuple[Tuple[str, Any], ..
 ) + tuple((module, name, _no_reduction_of_its_own, (("__reduce_ex__", closure_reduce_ex),))
           for module, name in (
               ("mcmc.kernel", "TransitionKernel"), ("glm.family", "ExponentialFamily"),
+              # ProgressBarReducer's default progress bar is a TFP closure.
+              ("experimental.mcmc.reducer", "Reducer"),
               ("sts.structural_time_series", "StructuralTimeSeries"),
               ("experimental.nn.layers", "Layer"),
               ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel"),
