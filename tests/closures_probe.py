@@ -163,6 +163,28 @@ def sts_values(jd):  # pinned to the observations
     return list(tf.nest.flatten(draw)) + [jd.unnormalized_log_prob(draw)]
 
 
+def sts_components():  # a model of most of tfp.sts's component kinds
+    y = np.sin(np.arange(16, dtype=np.float32) / 2.0)
+    design = np.linspace(0.0, 1.0, 32).reshape(16, 2).astype(np.float32)
+    return tfp.sts.Sum([
+        tfp.sts.LocalLinearTrend(observed_time_series=y),
+        tfp.sts.SemiLocalLinearTrend(observed_time_series=y),
+        tfp.sts.Seasonal(4, observed_time_series=y),
+        tfp.sts.SmoothSeasonal(8, [1, 2], observed_time_series=y),
+        tfp.sts.Autoregressive(2, observed_time_series=y),
+        tfp.sts.LinearRegression(design_matrix=design),
+        tfp.sts.DynamicLinearRegression(design_matrix=design),
+    ], observed_time_series=y)
+
+
+def sts_components_values(model):
+    # Each parameter drawn from its prior, then four steps of the state space model.
+    draws = [p.prior.sample(seed=seed(3, i)) for i, p in enumerate(model.parameters)]
+    ssm = model.make_state_space_model(num_timesteps=4, param_vals=draws)
+    return draws + [sum(p.prior.log_prob(d) for p, d in zip(model.parameters, draws)),
+                    ssm.log_prob(np.float32([[0.1], [0.4], [0.2], [-0.3]]))]
+
+
 def affine_layer():
     tf.random.set_seed(5)
     return tfp.experimental.nn.Affine(2, 3)
@@ -208,6 +230,7 @@ if SUBSTRATE != "numpy":  # its ODE solvers need gradients
 if SUBSTRATE == "tf":  # TF only in TFP: STS joint distributions' pinning, nn, linalg
     CASES.update({
         "StructuralTimeSeries.joint_distribution": (sts_joint, sts_values),
+        "sts.Sum of components": (sts_components, sts_components_values),
         "sts.build_factored_surrogate_posterior": (sts_surrogate, surrogate_values),
         "experimental.nn.Affine": (affine_layer, affine_values),
         "LinearOperatorPSDKernel": (psd_operator, operator_values),

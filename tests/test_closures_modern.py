@@ -2,7 +2,8 @@
 
 ``tests/closures_probe.py`` builds them (GP regression models and Schur complements with
 a precomputed divisor, transition kernels, a distribution's parameter properties, STS
-joint distributions and surrogate posteriors, ``tfp.experimental.nn`` layers,
+joint distributions, surrogate posteriors and an STS model of seven component kinds (which
+fails without the package: F1's cause, in its priors), ``tfp.experimental.nn`` layers,
 ``LinearOperatorPSDKernel``, ODE solvers, ``WithReductions`` with its default lambda, ``ProgressBarReducer`` with its default
 tqdm progress bar,
 ``tfb.BatchNormalization`` with its default Keras layer) and
