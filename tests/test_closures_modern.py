@@ -2,14 +2,14 @@
 
 ``tests/closures_probe.py`` builds them (GP regression models and Schur complements with
 a precomputed divisor, transition kernels, a distribution's parameter properties, STS
-joint distributions, surrogate posteriors and an STS model of seven component kinds (which
-fails without the package: F1's cause, in its priors), ``tfp.experimental.nn`` layers,
-``LinearOperatorPSDKernel``, ODE solvers, ``WithReductions`` with its default lambda, ``ProgressBarReducer`` with its default
-tqdm progress bar,
-``tfb.BatchNormalization`` with its default Keras layer) and
-sends each through pickle, copy, deepcopy, cloudpickle and dill; a copy must compute
-the same values (samples and MCMC steps for the same seeds). Without F11 the standard
-pickle fails on each of them.
+joint distributions, surrogate posteriors and an STS model of seven component kinds
+(which fails without the package: F1's cause, in its priors), ``tfp.experimental.nn``
+layers, ``LinearOperatorPSDKernel``, ODE solvers, ``WithReductions`` with its default
+lambda, ``ProgressBarReducer`` with its default tqdm progress bar,
+``tfb.BatchNormalization`` with its default Keras layer) and sends each through pickle,
+copy, deepcopy, cloudpickle and dill; a copy must compute the same values (samples and
+MCMC steps for the same seeds). Without F11 the standard pickle fails on each of the
+cases that hold a TFP closure.
 """
 from __future__ import annotations
 
