@@ -151,6 +151,15 @@ def progress_bar_values(reducer):
             cells == [c.cell_contents for c in default.__closure__]]
 
 
+def kernel_builder():  # a namedtuple keeping the closure of set_tracing (make sets it)
+    builder = tfp.experimental.mcmc.KernelBuilder.make(target_log_prob)
+    return builder.hmc(num_leapfrog_steps=3).set_step_size(np.float32(0.3))
+
+
+def kernel_builder_values(builder):
+    return mcmc_values(builder.build(3))
+
+
 def sts_joint():
     y = np.arange(8.0, dtype=np.float32)
     model = tfp.sts.Sum([tfp.sts.LocalLinearTrend(observed_time_series=y),
@@ -227,7 +236,7 @@ CASES = {
 }
 if SUBSTRATE != "numpy":  # its ODE solvers need gradients
     CASES["math.ode.DormandPrince"] = (ode_solver, ode_values)
-if SUBSTRATE == "tf":  # TF only in TFP: STS joint distributions' pinning, nn, linalg
+if SUBSTRATE == "tf":  # TF only in TFP: STS pinning, nn, linalg, KernelBuilder
     CASES.update({
         "StructuralTimeSeries.joint_distribution": (sts_joint, sts_values),
         "sts.Sum of components": (sts_components, sts_components_values),
@@ -236,6 +245,7 @@ if SUBSTRATE == "tf":  # TF only in TFP: STS joint distributions' pinning, nn, l
         "LinearOperatorPSDKernel": (psd_operator, operator_values),
         "bijectors.BatchNormalization": (batch_normalization, batch_normalization_values),
         "experimental.mcmc.ProgressBarReducer": (progress_bar, progress_bar_values),
+        "experimental.mcmc.KernelBuilder": (kernel_builder, kernel_builder_values),
     })
 
 

@@ -5,7 +5,7 @@ a precomputed divisor, transition kernels, a distribution's parameter properties
 joint distributions, surrogate posteriors and an STS model of seven component kinds
 (which fails without the package: F1's cause, in its priors), ``tfp.experimental.nn``
 layers, ``LinearOperatorPSDKernel``, ODE solvers, ``WithReductions`` with its default
-lambda, ``ProgressBarReducer`` with its default tqdm progress bar,
+lambda, ``ProgressBarReducer`` with its default tqdm progress bar, ``KernelBuilder``,
 ``tfb.BatchNormalization`` with its default Keras layer) and sends each through pickle,
 copy, deepcopy, cloudpickle and dill; a copy must compute the same values (samples and
 MCMC steps for the same seeds). Without F11 the standard pickle fails on each of the

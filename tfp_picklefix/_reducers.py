@@ -659,11 +659,19 @@ def reduce_ex(self: Any, protocol: int) -> Any:
 def closure_reduce_ex(self: Any, protocol: int) -> Any:
     """``__reduce_ex__`` for other TFP objects that hold TFP closures (transition kernels,
     GLM families, STS models, ``tfp.experimental.nn`` layers, ``LinearOperatorPSDKernel``,
-    ODE solvers, ``DeferredTensor``):
+    ODE solvers, ``DeferredTensor``, MCMC reducers and ``KernelBuilder``):
     Python's default reduction, with the closures written by reference (F11) for the
     standard pickle, and made again over the copied state for ``deepcopy`` where they
     hold state (cloudpickle and dill write them by value; shallow copies share them)."""
     reduced = object.__reduce_ex__(self, protocol)
+    if isinstance(self, tuple) and hasattr(self, "_fields"):
+        # A namedtuple (``tfp.experimental.mcmc.KernelBuilder``): its fields are the
+        # arguments of its reduction, not its state.
+        if not isinstance(reduced, tuple) or len(reduced) < 2:
+            return reduced
+        _check_user_functions(self, dict(zip(self._fields, self)))
+        written = _written(reduced[1])
+        return reduced if written is None else (reduced[0], written) + tuple(reduced[2:])
     if not isinstance(reduced, tuple) or len(reduced) < 3:
         return reduced
     attrs, slots = _state_dict(reduced[2])
@@ -1224,6 +1232,8 @@ _GROUPS: Tuple[Tuple[str, str, Callable[[type], bool], Tuple[Tuple[str, Any], ..
               ("mcmc.kernel", "TransitionKernel"), ("glm.family", "ExponentialFamily"),
               # ProgressBarReducer's default progress bar is a TFP closure.
               ("experimental.mcmc.reducer", "Reducer"),
+              # KernelBuilder (a namedtuple) keeps its tracing closure.
+              ("experimental.mcmc.kernel_builder", "KernelBuilder"),
               ("sts.structural_time_series", "StructuralTimeSeries"),
               ("experimental.nn.layers", "Layer"),
               ("experimental.linalg.linear_operator_psd_kernel", "LinearOperatorPSDKernel"),
