@@ -90,6 +90,9 @@ EXTRA_MODULES = {
     + tuple(f"{prefix}.{name}" for name in _REDUCER_MODULES + _LATE_PACKAGES)
     for module, prefix in _PREFIXES.items()
 }
+# GPflow's module whose likelihood F20 patches (GPflow imports TFP first): the TF
+# substrate is planned again when it is imported.
+EXTRA_MODULES[SUBSTRATES[0].module] += ("gpflow.likelihoods.multilatent",)
 # The legacy NumPy substrate: only its reducers' modules (it loads nothing lazily).
 _LEGACY_NUMPY = "tensorflow_probability.python.bijectors._numpy.bijector"
 EXTRA_MODULES[_LEGACY_NUMPY] = tuple(module_of(_LEGACY_NUMPY, name) for name in _REDUCER_MODULES)

@@ -141,7 +141,7 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import _detect, _hooks, _keras_layers, _keras_models, _legacy
+from . import _detect, _gpflow, _hooks, _keras_layers, _keras_models, _legacy
 from ._closures import (OBJECT_IDENTITY, TF_TRACKING, _CALL, _Call, class_module, keras_layer,
                         module_name, written_by_reference)
 
@@ -1352,6 +1352,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
     if tf:  # (on TFP 0.9-0.11 too: TF 2.5's Keras)
         steps.extend(_keras_layers.plan(prefix))  # F15, F16, F18
         steps.extend(_keras_models.plan(prefix))  # F17
+        steps.extend(_gpflow.plan())  # F20
     if not _detect.legacy_copy(bijector_module):
         # Not for the legacy NumPy substrate: its copies sit below the TF prefix, which
         # the TF substrate's steps look through, and TFP 0.8-0.11 neither loads them
