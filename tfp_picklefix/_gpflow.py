@@ -33,6 +33,8 @@ _FREE = ("distribution_class", "self")
 def _closure_code(cls: type) -> Optional[Any]:
     """The code of the closure ``cls.__init__`` defines and keeps (F20's cause), or None."""
     init = vars(cls).get("__init__")
+    if callable(init):
+        init = inspect.unwrap(init)  # a decorated constructor: the function it wraps
     code = getattr(init, "__code__", None)
     if code is None or _CLOSURE not in code.co_varnames:
         return None
