@@ -5,7 +5,8 @@
     python tests/gpflow_probe.py load PATH   # loads it: {"same": ..., "package": ...}
 
 The likelihood's scale transform holds a variable (``Chain([Scale(v), Exp()])``), so a
-copy whose closure still refers to the original likelihood is seen: after each round
+copy whose closure still refers to the original likelihood is seen (a deep copy, or
+``gpflow.utilities.freeze``, which deep-copies): after each round
 trip the original's variable changes, and the copy must compute what it did before.
 TFP_PICKLEFIX=off runs without the package; the probe imports it otherwise.
 """
@@ -67,6 +68,8 @@ SERIALIZERS = {
     "pickle": lambda m: pickle.loads(pickle.dumps(m)),
     "pickle0": lambda m: pickle.loads(pickle.dumps(m, protocol=0)),
     "deepcopy": copy.deepcopy,
+    # GPflow's own: a deep copy with its parameters made constants.
+    "freeze": lambda m: gpflow.utilities.freeze(m),
 }
 try:
     import cloudpickle
