@@ -24,6 +24,8 @@ import inspect
 import sys
 from typing import Any, List, Optional, Tuple
 
+from ._keras_layers import _owner_of
+
 MODULE = "gpflow.likelihoods.multilatent"
 _CLASS = "HeteroskedasticTFPConditional"
 _CLOSURE = "conditional_distribution"
@@ -52,19 +54,12 @@ def _cause(cls: type) -> bool:
         for klass in cls.__mro__ if klass is not object)
 
 
-def _owner(cls: type) -> Optional[type]:
-    for klass in cls.__mro__:
-        if vars(klass).get("__reduce_ex__") is heteroskedastic_reduce_ex:
-            return klass
-    return None
-
-
 def heteroskedastic_reduce_ex(self: Any, protocol: int) -> Any:
     """``__reduce_ex__`` for ``HeteroskedasticTFPConditional`` (F20): the class called
     with the distribution class its closure holds, then its state without the closure."""
     reduced = object.__reduce_ex__(self, protocol)
-    owner = _owner(type(self))
-    if (owner is None or type(self).__init__ is not owner.__init__
+    owner = _owner_of(type(self), "__reduce_ex__", heteroskedastic_reduce_ex)
+    if (type(self).__init__ is not owner.__init__
             or not isinstance(reduced, tuple) or len(reduced) < 3
             or not isinstance(reduced[2], dict)):
         return reduced  # a subclass with a constructor of its own: as before
