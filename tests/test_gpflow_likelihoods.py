@@ -4,8 +4,9 @@ closure over the likelihood and its TFP distribution class.
 ``tests/gpflow_probe.py`` trains a heteroskedastic SVGP whose scale transform holds a
 variable, sends it through pickle (protocols 5 and 0), deepcopy, GPflow's ``freeze``
 (which deep-copies) and cloudpickle, and checks that the copy computes the same log
-density and predictions, also after the original's variable changed. Without the package the standard pickle fails, and a deep
-copy (a frozen model too) computes with the original's scale transform.
+density and predictions, also after the original's variable changed. Without the
+package the standard pickle fails, and a deep copy (a frozen model too) computes with
+the original's scale transform.
 """
 from __future__ import annotations
 

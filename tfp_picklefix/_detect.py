@@ -92,7 +92,8 @@ EXTRA_MODULES = {
 }
 # GPflow's module whose likelihood F20 patches (GPflow imports TFP first): the TF
 # substrate is planned again when it is imported.
-EXTRA_MODULES[SUBSTRATES[0].module] += ("gpflow.likelihoods.multilatent",)
+GPFLOW_LIKELIHOODS = "gpflow.likelihoods.multilatent"
+EXTRA_MODULES[SUBSTRATES[0].module] += (GPFLOW_LIKELIHOODS,)
 # The legacy NumPy substrate: only its reducers' modules (it loads nothing lazily).
 _LEGACY_NUMPY = "tensorflow_probability.python.bijectors._numpy.bijector"
 EXTRA_MODULES[_LEGACY_NUMPY] = tuple(module_of(_LEGACY_NUMPY, name) for name in _REDUCER_MODULES)

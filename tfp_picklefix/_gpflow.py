@@ -24,9 +24,9 @@ import inspect
 import sys
 from typing import Any, List, Optional, Tuple
 
+from ._detect import GPFLOW_LIKELIHOODS as MODULE
 from ._keras_layers import _owner_of
 
-MODULE = "gpflow.likelihoods.multilatent"
 _CLASS = "HeteroskedasticTFPConditional"
 _CLOSURE = "conditional_distribution"
 _FREE = ("distribution_class", "self")
