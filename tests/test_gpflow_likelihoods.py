@@ -17,7 +17,7 @@ import pytest
 from conftest import global_substrates, has_gpflow, probe_rows
 
 SCRIPT = "tests/gpflow_probe.py"
-SERIALIZERS = ("pickle", "pickle0", "deepcopy", "freeze", "cloudpickle")
+SERIALIZERS = ("pickle", "pickle0", "deepcopy", "cloudpickle", "freeze")
 
 
 def _has_likelihood() -> bool:
