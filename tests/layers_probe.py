@@ -47,6 +47,9 @@ def standard_normal_2(t):
                                       scale_diag=tf.ones(2))
 
 
+# A user's layer: Keras finds its class by its registration (HDF5, Keras <= 2.12's
+# formats), as for any custom layer; tf-keras's ``.keras`` format also by its module.
+@keras.utils.register_keras_serializable(package="layers_probe")
 class KernelProvider(keras.layers.Layer):
     """A kernel with a trainable amplitude, as TFP's VariationalGaussianProcess takes one."""
 
@@ -62,6 +65,11 @@ class KernelProvider(keras.layers.Layer):
     def kernel(self):
         return tfp.math.psd_kernels.ExponentiatedQuadratic(
             amplitude=tf.nn.softplus(self._amplitude))
+
+
+def linear_mean(x):
+    """A user's mean function for VariationalGaussianProcess (module level: picklable)."""
+    return 0.5 * x[..., 0]
 
 
 def posterior(kernel_size, bias_size=0, dtype=None):
@@ -144,7 +152,15 @@ BUILD = {
             num_inducing_points=3, kernel_provider=KernelProvider(), event_shape=[1],
             inducing_index_points_initializer=keras.initializers.Constant(
                 np.linspace(-1.0, 1.0, 3)), convert_to_tensor_fn=tfd.Distribution.mean)],
+    "VariationalGaussianProcess-mean": lambda: [
+        keras.layers.InputLayer(input_shape=(1,)),
+        tfl.VariationalGaussianProcess(
+            num_inducing_points=3, kernel_provider=KernelProvider(), event_shape=[1],
+            mean_fn=linear_mean, jitter=1e-5, convert_to_tensor_fn=tfd.Distribution.mean)],
 }
+# Built with constant initializers: their weights are moved off them before the copy,
+# so that a copy made again without its weights differs.
+MOVED = {"VariationalGaussianProcess", "VariationalGaussianProcess-mean"}
 # Outputs are random draws: compare the weights and the KL terms they add as losses.
 STOCHASTIC = {"DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
               "DenseLocalReparameterization", "Convolution2DFlipout",
@@ -154,6 +170,7 @@ RANDOM_LOSS = {"DenseVariational-mc"}
 KL_LOSS = {"KLDivergenceRegularizer", "MultivariateNormalTriL-kl", "KLDivergenceAddLoss"}
 INPUTS = {"AutoregressiveTransform": np.zeros((4, 0), np.float32),
           "VariationalGaussianProcess": np.random.RandomState(1).randn(4, 1).astype(np.float32),
+          "VariationalGaussianProcess-mean": np.random.RandomState(1).randn(4, 1).astype(np.float32),
           "Convolution2DFlipout": np.random.RandomState(1).randn(4, 6, 6, 3).astype(np.float32),
           "Convolution1DReparameterization": np.random.RandomState(1).randn(4, 6, 3).astype(np.float32)}
 
@@ -168,8 +185,12 @@ def summary(model, x=X, stochastic=False, random_loss=False, kl_loss=False):
         return [np.asarray(w) for w in model.get_weights()] + [
             np.asarray(loss) for loss in model.losses if not random_loss]
     if hasattr(out, "mean"):
+        try:
+            spread = np.asarray(out.stddev())
+        except NotImplementedError:  # TFP <= 0.11: VariationalGaussianProcess's output
+            spread = np.asarray(out.log_prob(out.mean()))
         # A model without its KL loss has fewer values: a difference.
-        return [np.asarray(out.mean()), np.asarray(out.stddev())] + (
+        return [np.asarray(out.mean()), spread] + (
             [np.asarray(loss) for loss in model.losses] if kl_loss else [])
     return [np.asarray(w) for w in model.get_weights()] + [np.asarray(out)]
 
@@ -229,6 +250,8 @@ def main():
                 model = keras.Sequential(layers())
                 x = INPUTS.get(name, X)
                 model(x)
+                if name in MOVED:
+                    model.set_weights([w * 1.1 + 0.05 for w in model.get_weights()])
                 clone = roundtrip(model)
                 if type(clone.layers[-1]) is not type(model.layers[-1]):
                     row[ser] = f"another class: {type(clone.layers[-1]).__name__}"

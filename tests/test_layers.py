@@ -61,9 +61,6 @@ KERAS_SIDE = {
     # tensors of its graph, which Keras cannot write.
     "AutoregressiveTransform": ("NotImplementedError",) + (
         ("Cannot pickle Tensor",) if SAVED_MODEL_KERAS else ()),
-    # TFP's config pickles its distribution function, whose closure holds the kernel
-    # made of tensors of Keras's graph.
-    "VariationalGaussianProcess": ("Cannot pickle Tensor",),
 }
 # F16: the variational layers' functions (DenseVariational's: its arguments), written
 # with TFP's cloudpickle helper, which Keras's safe mode does not run.

@@ -1,4 +1,4 @@
-"""F15, F16, F18: ``tfp.layers`` layers that Keras cannot make again from their config.
+"""F15, F16, F18, F21: ``tfp.layers`` layers Keras cannot make again from their config.
 
 Keras pickles, copies, deep-copies and saves a model through each layer's
 ``get_config`` and its registry of serializable classes (``get_custom_objects()``).
@@ -51,6 +51,16 @@ write it, as Keras writes a ``Dense``'s; the regularizer (a Keras regularizer wi
 a config) and ``KLDivergenceAddLoss`` (of whose prior Keras makes no config) get
 configs of their constructor's arguments, the prior and the test points' function
 pickled as F16's functions are, F16's ``from_config``, and their registry entries.
+
+F21: ``VariationalGaussianProcess`` has no config of its own either, and
+``DistributionLambda``'s pickles its distribution function, a lambda over the layer
+itself, and with it the tensors of Keras's graph (``Cannot pickle Tensor``). It gets a
+config of its constructor's arguments read from the layer (the user's kernel provider
+written as Keras writes a layer, the initializers as Keras writes them, a user's mean
+function as F16 writes functions), a ``from_config``, its registry entry and, where
+Keras builds a layer from its config before the model calls it, a
+``build_from_config`` that builds it once (TFP's ``build`` does not mark the layer
+built).
 """
 from __future__ import annotations
 
@@ -540,6 +550,159 @@ def _kl_get_config(cls: type, keras: Any) -> Any:
     return None
 
 
+# F21: VariationalGaussianProcess's constructor, whose distribution function is a lambda
+# over the layer alone; it keeps each argument but ``name`` as ``_<argument>``.
+_VGP = ("num_inducing_points", "kernel_provider", "event_shape",
+        "inducing_index_points_initializer",
+        "unconstrained_observation_noise_variance_initializer",
+        "variational_inducing_observations_scale_initializer", "mean_fn", "jitter", "name")
+_VGP_INITIALIZERS = _VGP[3:6]
+
+
+def config_in_layer(cls: type) -> bool:
+    """F21's cause (``VariationalGaussianProcess``): a ``DistributionLambda`` without a
+    config of its own whose constructor hands ``DistributionLambda`` a lambda over the
+    layer alone, so that TFP's config pickles the layer itself, with the tensors of
+    Keras's graph ("Cannot pickle Tensor"); while its constructor takes exactly
+    ``_VGP`` and keeps all but ``name``."""
+    if _distribution_lambda(cls) is None or "get_config" in vars(cls):
+        return False
+    code = _lambda_code(cls)
+    return (code is not None and code.co_freevars == ("self",)
+            and _constructor_is(cls, _VGP, tuple("_" + name for name in _VGP[:-1])))
+
+
+def _made_in_build(owner: type, layer: Any, function: Any) -> bool:
+    """``function`` is the one ``owner.build`` makes over ``layer`` (the default mean
+    function over the layer's own ``mean`` weight), which building the layer again
+    makes again."""
+    build = getattr(vars(owner).get("build"), "__code__", None)
+    code = getattr(function, "__code__", None)
+    return (build is not None and code is not None and code in build.co_consts
+            and _closure_values(function).get("self") is layer)
+
+
+def vgp_get_config(self: Any) -> Dict[str, Any]:
+    """``get_config`` for F21's class: Keras's base layer config and the constructor's
+    arguments, read from the layer: the kernel provider as Keras writes a layer (a
+    user's layer: Keras finds its class as it finds any custom layer's), the
+    initializers as Keras writes them, a user's mean function by TFP's cloudpickle
+    helper (as F16 writes functions; the default one, made by ``build``, as None)."""
+    owner = _owner_of(type(self), "get_config", vgp_get_config)
+    mro = type(self).__mro__
+    if any("__init__" in vars(klass) for klass in mro[:mro.index(owner)]):
+        # A subclass's constructor of its own: which arguments it takes is unknown here.
+        return _distribution_lambda(owner).get_config(self)  # as without the package
+    keras = _keras(owner)
+    helpers = _helpers(owner)
+    config = keras.layers.Layer.get_config(self)
+    config["num_inducing_points"] = int(self._num_inducing_points)
+    config["kernel_provider"] = keras.layers.serialize(self._kernel_provider)
+    config["event_shape"] = [int(size) for size in self._event_shape]
+    for name in _VGP_INITIALIZERS:
+        value = getattr(self, "_" + name)
+        config[name] = None if value is None else _json_values(
+            keras.initializers.serialize(value))
+    mean_fn = self._mean_fn
+    if mean_fn is None or _made_in_build(owner, self, mean_fn):
+        config["mean_fn"] = None
+    else:
+        config["mean_fn"] = helpers._serialize_function(mean_fn)
+        config["mean_fn_type"] = _CLOUDPICKLE
+    config["jitter"] = _plain_number(self._jitter)
+    config["convert_to_tensor_fn"] = helpers._serialize(self._convert_to_tensor_fn)
+    return _with_activity_regularizer(self, config, keras)
+
+
+def _vgp_from_config(cls: type, config: Dict[str, Any], custom_objects: Any = None) -> Any:
+    """``from_config`` for F21's class: the constructor, given its arguments back; a
+    user's mean function refused in Keras's safe mode, as F16's functions are. Then the
+    layer's name (TFP <= 0.23's constructor does not hand it to Keras), whether it
+    trains, and its activity regularizer, as Keras's own ``from_config`` gives them."""
+    owner = _owner_of(cls, "from_config", VGP_FROM_CONFIG)
+    if "make_distribution_fn" in config:  # written by DistributionLambda's get_config
+        return _distribution_lambda(owner).from_config.__func__(cls, config, custom_objects)
+    keras = _keras(owner)
+    helpers = _helpers(owner)
+    if config.get("mean_fn_type") == _CLOUDPICKLE and _in_safe_mode(cls):
+        raise ValueError(
+            f"Requested the deserialization of a {cls.__name__}'s function written with "
+            "cloudpickle (mean_fn). This carries a potential risk of arbitrary code "
+            "execution and thus it is disallowed by default. If you trust the source of "
+            "the saved model, you can pass `safe_mode=False` to the loading function in "
+            "order to allow it.")
+    arguments = {name: config[name] for name in _VGP if name in config}
+    arguments["kernel_provider"] = keras.layers.deserialize(
+        _by_registered_name(config["kernel_provider"]), custom_objects=custom_objects)
+    for name in _VGP_INITIALIZERS:
+        if arguments.get(name) is not None:
+            arguments[name] = keras.initializers.deserialize(
+                arguments[name], custom_objects=custom_objects)
+    if config.get("mean_fn_type") == _CLOUDPICKLE:
+        arguments["mean_fn"] = helpers._deserialize_function(config["mean_fn"])
+    if "convert_to_tensor_fn" in config:
+        arguments["convert_to_tensor_fn"] = config["convert_to_tensor_fn"]
+    layer = cls(**arguments)
+    if config.get("name") is not None and layer.name != config["name"]:
+        layer._name = config["name"]
+    layer.trainable = config.get("trainable", True)
+    if config.get("activity_regularizer") is not None:
+        layer.activity_regularizer = keras.regularizers.deserialize(
+            config["activity_regularizer"], custom_objects=custom_objects)
+    return layer
+
+
+VGP_FROM_CONFIG = classmethod(_vgp_from_config)
+
+
+def _by_registered_name(config: Any) -> Any:
+    """A layer's config as Keras writes it (tf-keras: its class name, module and
+    registered name), with the registered name as its class name: Keras's HDF5 loading
+    reads nested configs by class name alone, and finds a user's registered layer
+    (``register_keras_serializable(package=...)``) only by its registered name."""
+    if isinstance(config, dict) and isinstance(config.get("registered_name"), str) \
+            and config["registered_name"]:
+        return dict(config, class_name=config["registered_name"])
+    return config
+
+
+def _json_values(config: Any) -> Any:
+    """An initializer's config with its arrays as lists (a ``Constant`` of an array: the
+    inducing points', TFP's default variational scale's), as Keras's JSON writes them
+    in HDF5 and Keras <= 2.12's formats, where the copy's config then holds the list;
+    tf-keras writes them as ``{"class_name": "__numpy__", ...}``, which its HDF5 loading
+    cannot read (``Unknown object: '__numpy__'``). A ``Constant`` of a list makes the
+    same values."""
+    if isinstance(config, (list, tuple)):
+        return [_json_values(value) for value in config]
+    if isinstance(config, dict):
+        if config.get("class_name") == "__numpy__" and isinstance(config.get("config"), dict):
+            return _json_values(config["config"]["value"])
+        return {key: _json_values(value) for key, value in config.items()}
+    tolist = getattr(config, "tolist", None)  # a NumPy array or scalar
+    return tolist() if callable(tolist) else config
+
+
+def vgp_build_from_config(self: Any, config: Dict[str, Any]) -> None:
+    """``build_from_config`` for F21's class (Keras >= 2.13, which builds a layer read back
+    from its config before its model calls it): TFP's ``build`` of the recorded input
+    shape, in the layer's name scope as its first call builds it (the same weight
+    names), then the layer marked built, as Keras marks it after a call's build. With
+    Keras's own, the layer stayed unbuilt (TFP's ``build`` does not mark it), the
+    model's first call built it again, and the copy had its weights twice (``expected 6
+    variables, but received 5 variables during loading``)."""
+    if self.built or config.get("input_shape") is None:
+        return
+    owner = _owner_of(type(self), "build_from_config", vgp_build_from_config)
+    tf = _helpers(owner).tf
+    # As a TensorShape, which TFP's build takes (Keras 2.15 passes the list it read).
+    shape = tf.TensorShape(config["input_shape"])
+    scope = getattr(self, "_name_scope", None)
+    with tf.name_scope(scope() if callable(scope) else self.name):
+        self.build(shape)
+    _keras(owner).layers.Layer.build(self, shape)
+
+
 def _tfp_distribution_lambda(cls: type) -> bool:
     """``cls`` is TFP's own ``DistributionLambda`` (with its ``get_config``)."""
     return (cls.__name__ == "DistributionLambda" and "get_config" in vars(cls)
@@ -547,11 +710,12 @@ def _tfp_distribution_lambda(cls: type) -> bool:
 
 
 def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
-    """The steps for F15, F16 and F18 in the TF substrate whose modules start with
+    """The steps for F15, F16, F18 and F21 in the TF substrate whose modules start with
     ``prefix``: ``get_config`` and ``from_config`` on each class whose arguments live in
-    its lambda's closure (F15) or that writes its functions as bytecode (F16), and an
-    entry in Keras's registry for the public ones and for the layers whose config is
-    Keras's own (where the name is free, or already this class)."""
+    its lambda's closure (F15) or in the layer its lambda is over (F21), or that writes
+    its functions as bytecode (F16), and an entry in Keras's registry for the public
+    ones and for the layers whose config is Keras's own (where the name is free, or
+    already this class)."""
     module = sys.modules.get(f"{prefix}.{_MODULE}")
     keras = _keras_of(module)
     if keras is None:
@@ -574,6 +738,15 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
                 steps += [(cls, "get_config", layer_get_config),
                           (cls, "from_config", LAYER_FROM_CONFIG),
                           (registry, name, cls)]
+                continue
+            if vars(cls).get("get_config") is vgp_get_config or config_in_layer(cls):
+                steps += [(cls, "get_config", vgp_get_config),
+                          (cls, "from_config", VGP_FROM_CONFIG),
+                          (registry, name, cls)]
+                if (hasattr(keras.layers.Layer, "build_from_config")
+                        and "build_from_config" not in vars(cls)
+                        or vars(cls).get("build_from_config") is vgp_build_from_config):
+                    steps.append((cls, "build_from_config", vgp_build_from_config))
                 continue
             if (vars(cls).get("get_config") is variable_layer_get_config
                     or config_from_keras_arguments(cls, keras)):

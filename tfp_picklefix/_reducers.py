@@ -129,6 +129,12 @@ F19 TF's lazily loaded modules (``tf.keras`` from TF 2.15: ``KerasLazyLoader``) 
     reduction before TF 2.16, so a function that cloudpickle writes by value over a
     global bound to one (``tfk = tf.keras`` in ``__main__``: a posterior for
     ``DenseVariational``) did not pickle; they get TF 2.16's (the module, by name).
+F20 GPflow's ``HeteroskedasticTFPConditional``: a closure over the likelihood made in its
+    constructor; written as the call that makes it again (``_gpflow``).
+F21 ``tfp.layers.VariationalGaussianProcess``: TFP's config pickles a lambda over the
+    layer itself, with Keras's graph tensors, so no model holding one pickled, copied
+    or saved; it gets a config of its constructor's arguments, a ``from_config``, its
+    registry entry and a ``build_from_config`` that builds it once (``_keras_layers``).
 """
 from __future__ import annotations
 
@@ -1350,7 +1356,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
             targets.append((cls, "__reduce__", lazy_module_reduce, _module_without_reduction))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
     if tf:  # (on TFP 0.9-0.11 too: TF 2.5's Keras)
-        steps.extend(_keras_layers.plan(prefix))  # F15, F16, F18
+        steps.extend(_keras_layers.plan(prefix))  # F15, F16, F18, F21
         steps.extend(_keras_models.plan(prefix))  # F17
         steps.extend(_gpflow.plan())  # F20
     if not _detect.legacy_copy(bijector_module):
