@@ -1,7 +1,9 @@
 """tf-keras models with tfp.layers through pickle, copy, deepcopy and Keras's own saving
 (issue 4, point 9; F15).
 
-    python tests/layers_probe.py        -> one JSON line {layer: {serializer: "ok" | error}}
+    python tests/layers_probe.py [NAME ...] [-NAME ...]
+        -> one JSON line {layer: {serializer: "ok" | error}} (the layers named, or all
+           but those after "-")
 
 Serializers: pickle, copy, deepcopy (Keras writes the model in its ``.keras`` format
 and loads it with ``safe_mode=False``), ``model.save`` + ``load_model`` in the
@@ -40,6 +42,11 @@ X = np.random.RandomState(0).randn(8, 3).astype(np.float32)
 
 def normal_from(t):
     return tfd.Normal(t[..., :1], tf.nn.softplus(t[..., 1:]) + 0.1)
+
+
+def standard_normal_4(t):
+    return tfd.MultivariateNormalDiag(loc=tf.zeros(tf.concat([tf.shape(t)[:-1], [4]], axis=0)),
+                                      scale_diag=tf.ones(4))
 
 
 def standard_normal_2(t):
@@ -146,6 +153,12 @@ BUILD = {
         keras.layers.InputLayer(input_shape=(0,)), tfl.DistributionLambda(standard_normal_2),
         tfl.AutoregressiveTransform(tfp.bijectors.AutoregressiveNetwork(
             params=2, hidden_units=[4], activation="relu"))],
+    # Masks drawn at random (input order and hidden degrees): a copy must keep them.
+    "AutoregressiveTransform-random": lambda: [
+        keras.layers.InputLayer(input_shape=(0,)), tfl.DistributionLambda(standard_normal_4),
+        tfl.AutoregressiveTransform(tfp.bijectors.AutoregressiveNetwork(
+            params=2, hidden_units=[6, 6], activation="tanh", input_order="random",
+            hidden_degrees="random"))],
     "VariationalGaussianProcess": lambda: [
         keras.layers.InputLayer(input_shape=(1,)),
         tfl.VariationalGaussianProcess(
@@ -160,7 +173,8 @@ BUILD = {
 }
 # Built with constant initializers: their weights are moved off them before the copy,
 # so that a copy made again without its weights differs.
-MOVED = {"VariationalGaussianProcess", "VariationalGaussianProcess-mean"}
+MOVED = {"VariationalGaussianProcess", "VariationalGaussianProcess-mean",
+         "AutoregressiveTransform", "AutoregressiveTransform-random"}
 # Outputs are random draws: compare the weights and the KL terms they add as losses.
 STOCHASTIC = {"DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
               "DenseLocalReparameterization", "Convolution2DFlipout",
@@ -169,6 +183,7 @@ RANDOM_LOSS = {"DenseVariational-mc"}
 # Distribution layers whose KL loss (F18) is compared too.
 KL_LOSS = {"KLDivergenceRegularizer", "MultivariateNormalTriL-kl", "KLDivergenceAddLoss"}
 INPUTS = {"AutoregressiveTransform": np.zeros((4, 0), np.float32),
+          "AutoregressiveTransform-random": np.zeros((4, 0), np.float32),
           "VariationalGaussianProcess": np.random.RandomState(1).randn(4, 1).astype(np.float32),
           "VariationalGaussianProcess-mean": np.random.RandomState(1).randn(4, 1).astype(np.float32),
           "Convolution2DFlipout": np.random.RandomState(1).randn(4, 6, 6, 3).astype(np.float32),
@@ -185,14 +200,25 @@ def summary(model, x=X, stochastic=False, random_loss=False, kl_loss=False):
         return [np.asarray(w) for w in model.get_weights()] + [
             np.asarray(loss) for loss in model.losses if not random_loss]
     if hasattr(out, "mean"):
-        try:
-            spread = np.asarray(out.stddev())
-        except NotImplementedError:  # TFP <= 0.11: VariationalGaussianProcess's output
-            spread = np.asarray(out.log_prob(out.mean()))
         # A model without its KL loss has fewer values: a difference.
-        return [np.asarray(out.mean()), spread] + (
+        return _moments(out) + (
             [np.asarray(loss) for loss in model.losses] if kl_loss else [])
     return [np.asarray(w) for w in model.get_weights()] + [np.asarray(out)]
+
+
+def _moments(out):
+    """The output distribution's mean and standard deviation; where TFP has neither, its
+    log density at the mean, or at a fixed point (a flow: AutoregressiveTransform)."""
+    try:
+        center = np.asarray(out.mean())
+    except NotImplementedError:
+        point = np.full(out.batch_shape.concatenate(out.event_shape), 0.5, np.float32)
+        return [np.asarray(out.log_prob(point))]
+    try:
+        spread = np.asarray(out.stddev())
+    except NotImplementedError:  # TFP <= 0.11: VariationalGaussianProcess's output
+        spread = np.asarray(out.log_prob(center))
+    return [center, spread]
 
 
 def _config(layer):
@@ -239,10 +265,12 @@ SERIALIZERS = [("pickle", lambda o: pickle.loads(pickle.dumps(o))), ("copy", cop
 
 
 def main():
-    only = set(sys.argv[1:])
+    # Names to run (all when none), or to leave out: "-NAME".
+    only = {arg for arg in sys.argv[1:] if not arg.startswith("-")}
+    left_out = {arg[1:] for arg in sys.argv[1:] if arg.startswith("-")}
     table = {}
     for name, layers in BUILD.items():
-        if only and name not in only:
+        if only and name not in only or name in left_out:
             continue
         row = {}
         for ser, roundtrip in SERIALIZERS:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import global_substrates, has_keras_2, keras_2_version, probe_rows, run_python
+from conftest import (LAYERS_PICKLED_WHOLE, global_substrates, has_keras_2, keras_2_version,
+                      probe_rows, run_python)
 
 pytestmark = pytest.mark.skipif(not ("tf" in global_substrates() and has_keras_2()),
                                 reason="Keras 2 (tf-keras, or TF <= 2.15's keras) with TFP >= 0.12")
@@ -55,13 +56,6 @@ def _keras_cell(row, refused):
     return refused in outcome if SAFE_MODE_REFUSES_LAMBDAS else outcome == "ok"
 
 
-# layer -> text of the Keras-side error (README, "tfp.layers"), for every serializer.
-KERAS_SIDE = {
-    # TFP's config pickles the layer's own bound method, and so the layer and the Keras
-    # tensors of its graph, which Keras cannot write.
-    "AutoregressiveTransform": ("NotImplementedError",) + (
-        ("Cannot pickle Tensor",) if SAVED_MODEL_KERAS else ()),
-}
 # F16: the variational layers' functions (DenseVariational's: its arguments), written
 # with TFP's cloudpickle helper, which Keras's safe mode does not run.
 F16 = ("DenseFlipout", "DenseFlipout-relu", "DenseReparameterization",
@@ -92,7 +86,7 @@ UNFIXED_SAVED_MODEL = ((TRACE, "another class", NO_CONFIG) if SAVED_MODEL_KERAS
 
 
 def test_tfp_layers_models():
-    table = probe_rows("tests/layers_probe.py")
+    table = probe_rows("tests/layers_probe.py", *("-" + name for name in LAYERS_PICKLED_WHOLE))
     for layer in ("DistributionLambda", "IndependentNormal", "MixtureSameFamily", "VariableLayer",
                   "VariableLayer-objects"):
         # Their configs hold TFP's pickled lambdas (VariableLayer: the IndependentNormal
@@ -113,9 +107,6 @@ def test_tfp_layers_models():
         assert (any(reason in outcome for reason in (UNSAFE, UNSAFE_F16))
                 if SAFE_MODE_REFUSES_LAMBDAS else outcome == "ok"), (layer, table[layer])
         assert set(row.values()) == {"ok"}, (layer, table[layer])
-    for layer, reasons in KERAS_SIDE.items():
-        for serializer, outcome in table[layer].items():
-            assert any(reason in outcome for reason in reasons), (layer, serializer, outcome)
 
 
 def test_f18_without_the_package_a_copy_loses_its_kl_loss_or_fails():

@@ -1,4 +1,4 @@
-"""F15, F16, F18, F21: ``tfp.layers`` layers Keras cannot make again from their config.
+"""F15, F16, F18, F21, F22: ``tfp.layers`` layers Keras cannot make again from a config.
 
 Keras pickles, copies, deep-copies and saves a model through each layer's
 ``get_config`` and its registry of serializable classes (``get_custom_objects()``).
@@ -60,7 +60,11 @@ written as Keras writes a layer, the initializers as Keras writes them, a user's
 function as F16 writes functions), a ``from_config``, its registry entry and, where
 Keras builds a layer from its config before the model calls it, a
 ``build_from_config`` that builds it once (TFP's ``build`` does not mark the layer
-built).
+built). F22: ``AutoregressiveTransform`` hands ``DistributionLambda`` its own bound
+method, so TFP's config pickles the layer too. Its config writes its network (TFP's
+``AutoregressiveNetwork``) by cloudpickle, as F16 writes functions, through F10's
+reduction (the masks it drew, at random too, its closures and weights); F16's
+``from_config`` reads it back, and the class gets its registry entry.
 """
 from __future__ import annotations
 
@@ -589,9 +593,7 @@ def vgp_get_config(self: Any) -> Dict[str, Any]:
     initializers as Keras writes them, a user's mean function by TFP's cloudpickle
     helper (as F16 writes functions; the default one, made by ``build``, as None)."""
     owner = _owner_of(type(self), "get_config", vgp_get_config)
-    mro = type(self).__mro__
-    if any("__init__" in vars(klass) for klass in mro[:mro.index(owner)]):
-        # A subclass's constructor of its own: which arguments it takes is unknown here.
+    if _own_constructor_below(self, owner):
         return _distribution_lambda(owner).get_config(self)  # as without the package
     keras = _keras(owner)
     helpers = _helpers(owner)
@@ -703,6 +705,39 @@ def vgp_build_from_config(self: Any, config: Dict[str, Any]) -> None:
     _keras(owner).layers.Layer.build(self, shape)
 
 
+def config_in_bound_method(cls: type) -> bool:
+    """F22's cause (``AutoregressiveTransform``): a ``DistributionLambda`` without a
+    config of its own whose constructor hands ``DistributionLambda`` the layer's own
+    bound method (``self._transform``), so that TFP's config pickles the layer itself
+    (``NotImplementedError``, ``Cannot pickle Tensor``); while its constructor takes
+    exactly ``made`` (TFP's ``AutoregressiveNetwork``) and keeps it as ``_made``."""
+    if _distribution_lambda(cls) is None or "get_config" in vars(cls):
+        return False
+    return _lambda_code(cls) is None and _constructor_is(cls, ("made",), ("_made", "_transform"))
+
+
+def _own_constructor_below(self: Any, owner: type) -> bool:
+    """A subclass of ``owner`` with a constructor of its own: which arguments it takes
+    is unknown here."""
+    mro = type(self).__mro__
+    return any("__init__" in vars(klass) for klass in mro[:mro.index(owner)])
+
+
+def autoregressive_transform_get_config(self: Any) -> Dict[str, Any]:
+    """``get_config`` for F22's class: Keras's base layer config and its network
+    (``made``) pickled as F16 writes functions, by cloudpickle, with F10's reduction of
+    TFP's ``AutoregressiveNetwork``: the same masks (also drawn at random), closures
+    and weights; read back by F16's ``from_config`` (refused in Keras's safe mode)."""
+    owner = _owner_of(type(self), "get_config", autoregressive_transform_get_config)
+    if _own_constructor_below(self, owner):
+        return _distribution_lambda(owner).get_config(self)  # as without the package
+    keras = _keras(owner)
+    config = keras.layers.Layer.get_config(self)
+    config["made"] = _serialize_object(self._made, _helpers(owner))
+    config["made_type"] = _CLOUDPICKLE
+    return _with_activity_regularizer(self, config, keras)
+
+
 def _tfp_distribution_lambda(cls: type) -> bool:
     """``cls`` is TFP's own ``DistributionLambda`` (with its ``get_config``)."""
     return (cls.__name__ == "DistributionLambda" and "get_config" in vars(cls)
@@ -710,12 +745,12 @@ def _tfp_distribution_lambda(cls: type) -> bool:
 
 
 def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
-    """The steps for F15, F16, F18 and F21 in the TF substrate whose modules start with
-    ``prefix``: ``get_config`` and ``from_config`` on each class whose arguments live in
-    its lambda's closure (F15) or in the layer its lambda is over (F21), or that writes
-    its functions as bytecode (F16), and an entry in Keras's registry for the public
-    ones and for the layers whose config is Keras's own (where the name is free, or
-    already this class)."""
+    """The steps for F15, F16, F18, F21 and F22 in the TF substrate whose modules start
+    with ``prefix``: ``get_config`` and ``from_config`` on each class whose arguments live
+    in its lambda's closure (F15), in the layer its lambda is over (F21) or whose bound
+    method it hands over (F22), or that writes its functions as bytecode (F16), and an
+    entry in Keras's registry for the public ones and for the layers whose config is
+    Keras's own (where the name is free, or already this class)."""
     module = sys.modules.get(f"{prefix}.{_MODULE}")
     keras = _keras_of(module)
     if keras is None:
@@ -747,6 +782,12 @@ def plan(prefix: str) -> List[Tuple[Any, Any, Any]]:
                         and "build_from_config" not in vars(cls)
                         or vars(cls).get("build_from_config") is vgp_build_from_config):
                     steps.append((cls, "build_from_config", vgp_build_from_config))
+                continue
+            if (vars(cls).get("get_config") is autoregressive_transform_get_config
+                    or config_in_bound_method(cls)):
+                steps += [(cls, "get_config", autoregressive_transform_get_config),
+                          (cls, "from_config", VARIATIONAL_FROM_CONFIG),
+                          (registry, name, cls)]
                 continue
             if (vars(cls).get("get_config") is variable_layer_get_config
                     or config_from_keras_arguments(cls, keras)):

@@ -135,6 +135,10 @@ F21 ``tfp.layers.VariationalGaussianProcess``: TFP's config pickles a lambda ove
     layer itself, with Keras's graph tensors, so no model holding one pickled, copied
     or saved; it gets a config of its constructor's arguments, a ``from_config``, its
     registry entry and a ``build_from_config`` that builds it once (``_keras_layers``).
+F22 ``tfp.layers.AutoregressiveTransform``: TFP's config pickles the layer's own bound
+    method, so the layer itself; it gets a config that writes its network by cloudpickle
+    (F10's reduction keeps its masks), F16's ``from_config`` and its registry entry
+    (``_keras_layers``).
 """
 from __future__ import annotations
 
@@ -1356,7 +1360,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
             targets.append((cls, "__reduce__", lazy_module_reduce, _module_without_reduction))
     steps = [step for step in (_step(*target) for target in targets) if step is not None]
     if tf:  # (on TFP 0.9-0.11 too: TF 2.5's Keras)
-        steps.extend(_keras_layers.plan(prefix))  # F15, F16, F18, F21
+        steps.extend(_keras_layers.plan(prefix))  # F15, F16, F18, F21, F22
         steps.extend(_keras_models.plan(prefix))  # F17
         steps.extend(_gpflow.plan())  # F20
     if not _detect.legacy_copy(bijector_module):
