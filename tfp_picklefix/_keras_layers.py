@@ -241,18 +241,24 @@ def _in_safe_mode(cls: type) -> bool:
     return False
 
 
+def _refused_in_safe_mode(cls: type, keys: List[str]) -> None:
+    """Keras's safe mode refuses what a config of ``cls`` wrote with cloudpickle under
+    ``keys`` (none: nothing to refuse), as Keras refuses a Lambda's function."""
+    if keys and _in_safe_mode(cls):
+        raise ValueError(
+            f"Requested the deserialization of a {cls.__name__}'s functions or objects written "
+            f"with cloudpickle ({', '.join(keys)}). This carries a potential risk "
+            "of arbitrary code execution and thus it is disallowed by default. If you "
+            "trust the source of the saved model, you can pass `safe_mode=False` to the "
+            "loading function in order to allow it.")
+
+
 def _variational_from_config(cls: type, config: Dict[str, Any]) -> Any:
     """``from_config`` for F16's classes: TFP's own, for functions written by TFP's
     cloudpickle helper too; refused in Keras's safe mode, as Keras refuses a Lambda."""
     config = dict(config)
-    ours = [key for key in _function_keys(config) if config[key + "_type"] == _CLOUDPICKLE]
-    if ours and _in_safe_mode(cls):
-        raise ValueError(
-            f"Requested the deserialization of a {cls.__name__}'s functions or objects written "
-            f"with cloudpickle ({', '.join(ours)}). This carries a potential risk "
-            "of arbitrary code execution and thus it is disallowed by default. If you "
-            "trust the source of the saved model, you can pass `safe_mode=False` to the "
-            "loading function in order to allow it.")
+    _refused_in_safe_mode(cls, [key for key in _function_keys(config)
+                                if config[key + "_type"] == _CLOUDPICKLE])
     # As TFP's own from_config: each function from its serial form, then the constructor.
     owner = _owner_of(cls, "from_config", VARIATIONAL_FROM_CONFIG)
     helpers = _helpers(owner)
@@ -626,13 +632,7 @@ def _vgp_from_config(cls: type, config: Dict[str, Any], custom_objects: Any = No
         return _distribution_lambda(owner).from_config.__func__(cls, config, custom_objects)
     keras = _keras(owner)
     helpers = _helpers(owner)
-    if config.get("mean_fn_type") == _CLOUDPICKLE and _in_safe_mode(cls):
-        raise ValueError(
-            f"Requested the deserialization of a {cls.__name__}'s function written with "
-            "cloudpickle (mean_fn). This carries a potential risk of arbitrary code "
-            "execution and thus it is disallowed by default. If you trust the source of "
-            "the saved model, you can pass `safe_mode=False` to the loading function in "
-            "order to allow it.")
+    _refused_in_safe_mode(cls, ["mean_fn"] if config.get("mean_fn_type") == _CLOUDPICKLE else [])
     arguments = {name: config[name] for name in _VGP if name in config}
     arguments["kernel_provider"] = keras.layers.deserialize(
         _by_registered_name(config["kernel_provider"]), custom_objects=custom_objects)
