@@ -139,6 +139,18 @@ def keras_2_version() -> Optional[Tuple[int, int]]:
     return None
 
 
+def tf_with_keras_2() -> bool:
+    """TFP's TF substrate with a Keras 2: tf-keras, or TF's own Keras 2 (TF 2.5 on, whose
+    Keras has no distribution of its own that ``has_keras_2`` would find)."""
+    if not has_tf():
+        return False
+    if has_module("tf_keras"):
+        return True
+    import tensorflow as tf
+
+    return str(getattr(tf.keras, "__version__", "2.")).startswith("2.")
+
+
 def has_module(name: str) -> bool:
     """Whether ``name`` can be found here (without importing it)."""
     import importlib.util

@@ -259,22 +259,3 @@ def test_f17_without_the_package_such_models_fail_in_the_saved_model_trace(tmp_p
     read = run_python(READ, args=[path], env={"TFP_PICKLEFIX": "off"})
     assert read.returncode == 0, read.stderr[-3000:]
     assert read.stdout.strip().splitlines()[-1] == "SAME", read.stdout
-
-
-def test_a_model_compiled_with_variational_sgd_is_not_written_known_issue():
-    """README (tfp.layers), Known issue: TFP's ``tfp.optimizer.VariationalSGD.get_config``
-    returns None (a TODO of TFP's), so Keras cannot write a model compiled with it, with
-    or without the package. When TFP gives it a config, this fails: the README changes."""
-    import numpy as np
-    import tensorflow_probability as tfp
-    from tfp_picklefix import _keras_layers
-
-    keras = _keras_layers._keras(tfp.layers.DistributionLambda)
-    optimizer = tfp.optimizer.VariationalSGD(batch_size=4, total_num_examples=16)
-    assert optimizer.get_config() is None
-    model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
-    model.compile(optimizer=optimizer, loss="mse")
-    model.fit(np.ones((4, 2)), np.ones((4, 1)), verbose=0)
-    # Keras 2.9 writes it (a SavedModel) and then finds no such optimizer on load.
-    with pytest.raises(Exception, match="get_config|Unknown optimizer: VariationalSGD"):
-        pickle.loads(pickle.dumps(model))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import LAYERS_PICKLED_WHOLE, has_module, has_tf, keras_2_version, probe_rows
+from conftest import LAYERS_PICKLED_WHOLE, keras_2_version, probe_rows, tf_with_keras_2
 
 # Keras's safe mode (Keras >= 2.13) refuses what the configs write with cloudpickle, as
 # it refuses F16's functions: a user's mean function, the flow's network; and, before
@@ -35,18 +35,7 @@ CAUSES = ("Cannot pickle Tensor", "cannot pickle '_thread.RLock' object",
           "cannot pickle 'weakref' object", "NotImplementedError")
 
 
-def _keras_2() -> bool:
-    """Keras 2 with TFP's layers: tf-keras, or TF's own Keras 2 (TF 2.5 on)."""
-    if not has_tf():
-        return False
-    if has_module("tf_keras"):
-        return True
-    import tensorflow as tf
-
-    return str(getattr(tf.keras, "__version__", "2.")).startswith("2.")
-
-
-pytestmark = pytest.mark.skipif(not _keras_2(), reason="TFP's TF substrate with Keras 2")
+pytestmark = pytest.mark.skipif(not tf_with_keras_2(), reason="TFP's TF substrate with Keras 2")
 
 
 def test_models_holding_them_round_trip():

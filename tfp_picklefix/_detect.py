@@ -50,7 +50,7 @@ _REDUCER_MODULES = ("distributions.distribution", "math.psd_kernels.positive_sem
                     "experimental.linalg.linear_operator_psd_kernel", "math.ode.base",
                     "experimental.util.jit_public_methods", "experimental.util.special_methods",
                     "layers.distribution_layer", "experimental.mcmc.reducer",
-                    "experimental.mcmc.kernel_builder")
+                    "experimental.mcmc.kernel_builder", "optimizer.variational_sgd", "optimizer.sgld")
 # And TFP's packages that load lazily (``tfp.sts``, ``tfp.experimental``, ...): TFP deletes
 # their submodules' names from them once they are imported, which F5 gives back.
 _LATE_PACKAGES = ("debugging", "distributions", "experimental", "glm", "layers", "math", "mcmc",

@@ -139,6 +139,9 @@ F22 ``tfp.layers.AutoregressiveTransform``: TFP's config pickles the layer's own
     method, so the layer itself; it gets a config that writes its network by cloudpickle
     (F10's reduction keeps its masks), F16's ``from_config`` and its registry entry
     (``_keras_layers``).
+F23 ``tfp.optimizer.VariationalSGD`` (and SGLD): TFP's ``get_config`` returns None, so
+    Keras wrote no model compiled with it; it gets a config of its arguments (with their
+    dtypes), a ``from_config`` and its registry entry (``_keras_optimizers``).
 """
 from __future__ import annotations
 
@@ -151,7 +154,7 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import _detect, _gpflow, _hooks, _keras_layers, _keras_models, _legacy
+from . import _detect, _gpflow, _hooks, _keras_layers, _keras_models, _keras_optimizers, _legacy
 from ._closures import (OBJECT_IDENTITY, TF_TRACKING, _CALL, _Call, class_module, keras_layer,
                         module_name, written_by_reference)
 
@@ -1362,6 +1365,7 @@ def plan(bijector_module: str) -> List[Tuple[Any, Any, Any]]:
     if tf:  # (on TFP 0.9-0.11 too: TF 2.5's Keras)
         steps.extend(_keras_layers.plan(prefix))  # F15, F16, F18, F21, F22
         steps.extend(_keras_models.plan(prefix))  # F17
+        steps.extend(_keras_optimizers.plan(prefix))  # F23
         steps.extend(_gpflow.plan())  # F20
     if not _detect.legacy_copy(bijector_module):
         # Not for the legacy NumPy substrate: its copies sit below the TF prefix, which
