@@ -90,6 +90,7 @@ _MID_SELECTION = [
     "tests/test_models_modern.py", "tests/test_coverage.py", "tests/test_diagnose.py",
     "tests/test_keras_models_tf25.py", "tests/test_gpflow_likelihoods.py",
     "tests/test_layers_pickled_whole.py", "tests/test_optimizers.py",
+    "tests/test_keras_models_compiled.py",
     "tests/test_modern_pickling.py::test_checkpoint_restores_into_an_unpickled_module_tracking_a_dict_or_a_tuple",
     "tests/test_modern_pickling.py::test_a_rebuild_never_loses_the_weights_of_a_keras_model",
     "tests/test_modern_pickling.py::test_jax_and_numpy_objects_ship_to_worker_processes",

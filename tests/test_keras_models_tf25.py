@@ -98,8 +98,8 @@ def test_models_holding_a_tfp_distribution_layer_pickle_and_copy():
 
 @pytest.mark.skipif(not _tf25_keras(), reason="TF 2.5's own Keras or Keras 2.6")
 def test_a_compiled_and_trained_model_keeps_its_training_state():
-    """Keras's HDF5 file holds the training configuration and the optimizer's state
-    (a named loss: Keras's HDF5 format cannot name a lambda)."""
+    """Keras's HDF5 file holds the training configuration and the optimizer's state (a
+    loss of the user's: ``tests/test_keras_models_compiled.py``)."""
     import tfp_picklefix
 
     tfp_picklefix.patch()

@@ -20,9 +20,11 @@ ones holding a ``tfp.layers`` ``DistributionLambda``; a model Keras cannot write
 HDF5 (a subclassed ``Model``) keeps Keras's own reduction. Such a model is written as:
 import ``tfp.layers`` (TFP's layers register with Keras on import), then Keras's own
 ``load_model`` of an HDF5 file in memory (``h5py`` over ``io.BytesIO``) holding what
-Keras's ``model.save`` wrote. The pickle names only Keras, h5py, io and importlib: it
-loads without this package, but for the layers that only it registers (F15), as their
-HDF5 files do. Nothing else changes: the model's ``__reduce__`` and ``__deepcopy__``
+Keras's ``model.save`` wrote, given the user's functions the model was compiled with
+(its loss, its metrics), which that file names by their names alone, as its
+``custom_objects``. The pickle names only Keras, h5py, io, importlib and those functions:
+it loads without this package, but for the layers that only it registers (F15), as
+their HDF5 files do. Nothing else changes: the model's ``__reduce__`` and ``__deepcopy__``
 (which Keras's ``__copy__`` calls) on Keras's ``Model``, for those models only.
 
 TF 2.5's Keras (``tensorflow.python.keras``) and Keras 2.6 define no pickling or copying
@@ -189,9 +191,13 @@ def _graph_network(model: Any) -> bool:
                for klass in type(model).__mro__)
 
 
-def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[Tuple[Any, bytes, str]]:
+_Written = Tuple[Any, bytes, str, Dict[str, Any]]
+
+
+def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[_Written]:
     """(Keras's ``load_model``, the model in Keras's HDF5 format, the ``tfp.layers``
-    module to import first), or None where Keras's own reduction is left to run: a
+    module to import first, the user's functions that its training configuration names:
+    :func:`_compile_functions`), or None where Keras's own reduction is left to run: a
     model that is not built, or for which ``holds(model)`` is false."""
     owner = _owner(model)
     load_model = _LOADERS.get(owner) if owner is not None else None
@@ -206,6 +212,7 @@ def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[Tuple[
     if not _graph_network(model):  # a subclassed Model: Keras writes no HDF5 of it
         return None
     _distinct_weight_names(model)
+    functions = _compile_functions(model)
     buffer = io.BytesIO()
     with h5py.File(buffer, "w") as f:
         # Given an h5py.File, Keras writes its HDF5 format. Its errors are the model's
@@ -213,7 +220,59 @@ def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[Tuple[
         model.save(f)
     layers = [name for name in _layer_modules() if name.startswith("tensorflow_probability.")]
     package = (layers[0].rsplit(".", 1)[0] if layers else "tensorflow_probability.python.layers")
-    return load_model, buffer.getvalue(), package
+    return load_model, buffer.getvalue(), package, functions
+
+
+def _user_functions(value: Any, found: List[Any]) -> None:
+    """The plain functions in ``value`` (nested in dicts, lists and tuples, or wrapped in
+    Keras's metric and loss wrappers) that are not Keras's or TF's own."""
+    import types
+
+    if isinstance(value, dict):
+        for item in value.values():
+            _user_functions(item, found)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _user_functions(item, found)
+    elif isinstance(value, types.FunctionType):
+        root = (getattr(value, "__module__", None) or "").split(".")[0]
+        if root not in ("keras", "tf_keras", "tensorflow") and value not in found:
+            found.append(value)
+    elif isinstance(getattr(value, "_fn", None), types.FunctionType):
+        _user_functions(value._fn, found)  # Keras's MeanMetricWrapper, LossFunctionWrapper
+
+
+def _compile_functions(model: Any) -> Dict[str, Any]:
+    """The user's functions that ``model`` was compiled with (losses, metrics), by name.
+
+    Keras's HDF5 format writes a function in the training configuration by its name
+    alone (``negloglik``, ``<lambda>``: TFP's regression examples compile with
+    ``loss=lambda y, rv_y: -rv_y.log_prob(y)``), and its loader finds only Keras's own
+    and the registered ones: without them a pickle was written and then failed on load
+    (``Unknown loss function: <lambda>``). They are handed to ``load_model`` as its
+    ``custom_objects``; two different functions of one name cannot be told apart in the
+    file, which is refused here, when the model is written."""
+    get_args = getattr(model, "_get_compile_args", None)
+    if getattr(model, "optimizer", None) is None or get_args is None:
+        return {}
+    try:
+        args = get_args(user_metrics=True)
+    except Exception:  # not compiled
+        return {}
+    found: List[Any] = []
+    _user_functions([args.get(key) for key in ("loss", "metrics", "weighted_metrics")], found)
+    functions: Dict[str, Any] = {}
+    for function in found:
+        name = function.__name__
+        if name in functions:
+            raise ValueError(
+                f"cannot write this Keras model in Keras's HDF5 format, which "
+                f"tfp_picklefix uses to pickle and copy a model holding TFP's layers on "
+                f"this Keras (F17): it was compiled with two different functions named "
+                f"{name!r} (losses or metrics), and the format names each function by its "
+                f"name alone. Give them distinct names (def ... instead of lambda).")
+        functions[name] = function
+    return functions
 
 
 def _distinct_weight_names(model: Any) -> None:
@@ -238,12 +297,13 @@ def _distinct_weight_names(model: Any) -> None:
                 f"alone)")
 
 
-def _load(load_model: Any, data: bytes) -> Any:
+def _load(load_model: Any, data: bytes, functions: Dict[str, Any]) -> Any:
     import io
 
     import h5py
 
-    return load_model(h5py.File(io.BytesIO(data), "r"))
+    file = h5py.File(io.BytesIO(data), "r")
+    return load_model(file, functions) if functions else load_model(file)
 
 
 def model_reduce(self: Any) -> Any:
@@ -256,18 +316,20 @@ def model_reduce(self: Any) -> Any:
     return _reduction(written)
 
 
-def _reduction(written: Tuple[Any, bytes, str]) -> Any:
+def _reduction(written: _Written) -> Any:
     """The reduction of a model that :func:`_hdf5` wrote: import ``tfp.layers``, then
-    Keras's ``load_model`` of the HDF5 file in memory."""
-    load_model, data, package = written
+    Keras's ``load_model`` of the HDF5 file in memory (given the user's functions that
+    the file names as its ``custom_objects``, where there are any)."""
+    load_model, data, package, functions = written
     import importlib
     import io
     import operator
 
     import h5py
 
+    file = _Call((h5py.File, (_Call((io.BytesIO, (data,))), "r")))
     steps = (_Call((importlib.import_module, (package,))),
-             _Call((load_model, (_Call((h5py.File, (_Call((io.BytesIO, (data,))), "r"))),))))
+             _Call((load_model, (file, functions) if functions else (file,))))
     return operator.itemgetter(1), (steps,)
 
 
@@ -292,8 +354,8 @@ def model_copy(self: Any) -> Any:
         import copy
 
         return copy._reconstruct(self, None, *object.__reduce_ex__(self, 4))
-    load_model, data, _ = written
-    return _load(load_model, data)
+    load_model, data, _, functions = written
+    return _load(load_model, data, functions)
 
 
 def model_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
@@ -302,8 +364,8 @@ def model_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
     written = _hdf5(self)
     if written is None:
         return _original(_owner(self) or type(self), "__deepcopy__")(self, memo)
-    load_model, data, _ = written
-    new = _load(load_model, data)
+    load_model, data, _, functions = written
+    new = _load(load_model, data, functions)
     memo[id(self)] = new
     return new
 

@@ -1,0 +1,125 @@
+"""F17 with the user's loss functions: Keras models holding TFP's layers, compiled with a
+loss of the user's (``negloglik``, as in TFP's regression examples), on the Keras releases
+where F17 writes them in Keras's HDF5 format (TF 2.5's own Keras, Keras 2.6-2.11).
+
+That format names a function in the training configuration by its name alone, and
+Keras's loader finds only its own and the registered ones: such a model was pickled or
+copied, and the copy then failed to load (``Unknown loss function: negloglik``; with
+TFP's ``lambda y, rv_y: -rv_y.log_prob(y)``: ``<lambda>``), or the pickle did. F17 hands
+the functions to ``load_model`` as its ``custom_objects``. A lambda goes wherever the
+serializer can write it (cloudpickle, ``copy``, ``deepcopy``); the standard pickle refuses
+it when writing, as for any lambda; two different functions of one name are refused
+when writing, with a message that says why.
+"""
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+from conftest import has_tf
+
+X = np.linspace(-1.0, 1.0, 16, dtype=np.float32)[:, None]
+Y = 2.0 * X + 0.3
+
+
+def negloglik(y, rv_y):
+    return -rv_y.log_prob(y)
+
+
+def _f17_applies():
+    """F17 writes models in HDF5 on this Keras (its steps were planned)."""
+    if not has_tf():
+        return False
+    import tensorflow_probability as tfp
+
+    import tfp_picklefix
+    from tfp_picklefix import _keras_models
+
+    tfp.layers.DistributionLambda  # noqa: B018 (TFP loads its layers lazily)
+    tfp_picklefix.patch()
+    return bool(_keras_models._LOADERS)
+
+
+pytestmark = pytest.mark.skipif(not _f17_applies(),
+                                reason="F17: TF 2.5's own Keras, Keras 2.6-2.11")
+
+
+def _keras():
+    import tensorflow_probability as tfp
+
+    from tfp_picklefix import _keras_layers
+
+    return _keras_layers._keras(tfp.layers.DistributionLambda)
+
+
+def _model(loss, metrics=None):
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    keras, tfd = _keras(), tfp.distributions
+    model = keras.Sequential([
+        keras.layers.Dense(2, input_shape=(1,), kernel_initializer="ones"),
+        tfp.layers.DistributionLambda(
+            lambda t: tfd.Normal(t[..., :1], 1e-3 + tf.nn.softplus(t[..., 1:])))])
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss=loss, metrics=metrics)
+    model.fit(X, Y, epochs=2, batch_size=8, shuffle=False, verbose=0)
+    return model
+
+
+def _cloudpickle(obj):
+    import cloudpickle
+
+    return cloudpickle.loads(cloudpickle.dumps(obj))
+
+
+SERIALIZERS = {"pickle": lambda o: pickle.loads(pickle.dumps(o)), "cloudpickle": _cloudpickle,
+               "copy": copy.copy, "deepcopy": copy.deepcopy}
+
+
+def _trains_on_as_the_original(model, clone):
+    """The copy has the loss, the optimizer's state (HDF5 keeps it) and the weights of
+    the original, and one more epoch of each gives bitwise the same weights."""
+    assert int(clone.optimizer.iterations) == int(model.optimizer.iterations) == 4
+    for a, b in zip(clone.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    for each in (model, clone):
+        each.fit(X, Y, epochs=1, batch_size=8, shuffle=False, verbose=0)
+    for a, b in zip(clone.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("serializer", sorted(SERIALIZERS))
+def test_a_model_compiled_with_a_loss_function_of_the_user_s_round_trips(serializer):
+    model = _model(negloglik)
+    clone = SERIALIZERS[serializer](model)
+    assert clone.loss is negloglik
+    _trains_on_as_the_original(model, clone)
+
+
+@pytest.mark.parametrize("serializer", ["cloudpickle", "copy", "deepcopy"])
+def test_a_lambda_loss_round_trips_where_the_serializer_writes_lambdas(serializer):
+    loss = lambda y, rv_y: -rv_y.log_prob(y)  # noqa: E731 (TFP's examples do so)
+    model = _model(loss)
+    clone = SERIALIZERS[serializer](model)
+    assert clone.loss.__code__.co_code == loss.__code__.co_code
+    _trains_on_as_the_original(model, clone)
+
+
+def test_the_standard_pickle_refuses_a_lambda_loss_when_writing():
+    """As Python refuses any lambda: at ``dumps``, not in a later ``loads``."""
+    model = _model(lambda y, rv_y: -rv_y.log_prob(y))
+    with pytest.raises((pickle.PicklingError, AttributeError), match="lambda"):
+        pickle.dumps(model)
+
+
+def test_two_functions_of_one_name_are_refused_when_writing():
+    import tensorflow as tf
+
+    model = _model(lambda y, rv_y: -rv_y.log_prob(y),
+                   metrics=[lambda y, rv_y: tf.reduce_mean(y - tf.convert_to_tensor(rv_y))])
+    for roundtrip in (_cloudpickle, copy.deepcopy):
+        with pytest.raises(ValueError, match="two different functions named '<lambda>'"):
+            roundtrip(model)
