@@ -40,8 +40,9 @@ its deep copy of a plain model cannot compute its outputs.)
 """
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from ._closures import _Call, module_name
 from ._record import RECORD
@@ -211,10 +212,9 @@ def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[_Writt
         return None
     if not _graph_network(model):  # a subclassed Model: Keras writes no HDF5 of it
         return None
-    _distinct_weight_names(model)
     functions = _compile_functions(model)
     buffer = io.BytesIO()
-    with h5py.File(buffer, "w") as f:
+    with _distinct_weight_names(model), h5py.File(buffer, "w") as f:
         # Given an h5py.File, Keras writes its HDF5 format. Its errors are the model's
         # own (a layer without a config), which the other format hid behind its own.
         model.save(f)
@@ -275,26 +275,56 @@ def _compile_functions(model: Any) -> Dict[str, Any]:
     return functions
 
 
-def _distinct_weight_names(model: Any) -> None:
-    """Raise a clear error where Keras's HDF5 format cannot hold ``model``: it writes
-    each layer's weights by name, and h5py refuses a name twice ("Unable to create
-    dataset (name already exists)"). TF 2.5's Keras names a layer's nested variables
-    by that layer alone (a ``DenseVariational`` whose posterior and prior each hold a
-    ``VariableLayer``: ``dense_variational/constant:0`` twice)."""
-    for layer in getattr(model, "layers", ()):
-        seen: Dict[str, int] = {}
-        for weight in getattr(layer, "weights", ()):
-            seen[weight.name] = seen.get(weight.name, 0) + 1
-        twice = sorted(name for name, count in seen.items() if count > 1)
-        if twice:
-            raise ValueError(
-                f"cannot write this Keras model in Keras's HDF5 format, which "
-                f"tfp_picklefix uses to pickle and copy a model holding TFP's layers on "
-                f"this Keras (F17): its layer {layer.name!r} has more than one weight "
-                f"named {', '.join(map(repr, twice))}, and the format writes a layer's "
-                f"weights by name (this Keras names the variables of a layer's inner "
-                f"models, such as DenseVariational's posterior and prior, by the layer "
-                f"alone)")
+@contextlib.contextmanager
+def _distinct_weight_names(model: Any) -> Iterator[None]:
+    """While Keras writes ``model`` in its HDF5 format, the model's and its optimizer's
+    variables that share a name with another have names of their own.
+
+    The format writes each layer's weights, and the optimizer's, as datasets named by
+    the variables' names, and h5py refuses a name twice ("Unable to create dataset (name
+    already exists)"); its loader reads them back in their order, not by name. TF 2.5's
+    Keras names the variables of a layer's inner models by that layer alone: a
+    ``DenseVariational`` whose posterior and prior each hold a ``VariableLayer``, as in
+    TFP's regression tutorial, has two ``dense_variational/constant:0`` (and its
+    optimizer two slots of each kind). Those after the first are named
+    ``dense_variational/constant_1:0`` and so on for the write only (TF's variables keep
+    their name in ``_handle_name``); a variable whose name cannot be changed so is
+    refused with an error that says why."""
+    variables = list(getattr(model, "weights", ()))
+    optimizer = getattr(model, "optimizer", None)
+    variables += list(getattr(optimizer, "weights", ()) if optimizer is not None else ())
+    taken = {variable.name for variable in variables}
+    seen: Set[str] = set()
+    renamed: List[Tuple[Any, str]] = []
+    try:
+        for variable in variables:
+            name = variable.name
+            if name not in seen:
+                seen.add(name)
+                continue
+            if not isinstance(getattr(variable, "_handle_name", None), str):
+                raise ValueError(
+                    f"cannot write this Keras model in Keras's HDF5 format, which "
+                    f"tfp_picklefix uses to pickle and copy a model holding TFP's layers "
+                    f"on this Keras (F17): it has more than one weight named {name!r}, "
+                    f"and the format writes weights by name (this Keras names the "
+                    f"variables of a layer's inner models, such as DenseVariational's "
+                    f"posterior and prior, by the layer alone)")
+            base, colon, index = name.rpartition(":")
+            if not colon:
+                base, index = name, ""
+            number = 1
+            while f"{base}_{number}{colon}{index}" in taken:
+                number += 1
+            unique = f"{base}_{number}{colon}{index}"
+            taken.add(unique)
+            seen.add(unique)
+            renamed.append((variable, variable._handle_name))
+            variable._handle_name = unique
+        yield
+    finally:
+        for variable, handle_name in reversed(renamed):
+            variable._handle_name = handle_name
 
 
 def _load(load_model: Any, data: bytes, functions: Dict[str, Any]) -> Any:
