@@ -114,3 +114,21 @@ def test_sgld_in_a_tf1_graph_gets_its_arguments_back():
             np.float32(0.01), shape=[]))
         with pytest.raises(TypeError, match="'learning_rate' is not a constant"):
             fed.get_config()
+
+
+def test_a_subclass_with_a_constructor_of_its_own_keeps_tfp_s_config():
+    """The package cannot know how to call such a constructor: TFP's own config (None),
+    as without the package; a subclass without one gets the class's."""
+    import tensorflow_probability as tfp
+
+    class Mine(tfp.optimizer.VariationalSGD):
+        def __init__(self, size):
+            super().__init__(batch_size=size, total_num_examples=4 * size)
+
+    class Plain(tfp.optimizer.VariationalSGD):
+        pass
+
+    assert Mine(4).get_config() is None
+    config = Plain(batch_size=4, total_num_examples=16).get_config()
+    assert (config["batch_size"], config["total_num_examples"]) == (4, 16), config
+    assert Plain.from_config(config).get_config() == config

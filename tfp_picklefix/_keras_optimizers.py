@@ -15,7 +15,9 @@ them). Such a class gets a ``get_config``: Keras's base optimizer config (its na
 clipping settings) and the constructor's arguments, each read from that attribute as
 a Python number, with their dtypes; a ``from_config`` that gives the constructor those
 values in those dtypes (so that a float64 argument stays float64) and sets the
-clipping settings again; and its entry in Keras's registry under its class name.
+clipping settings again; and its entry in Keras's registry under its class name. A
+subclass with a constructor of its own keeps TFP's ``get_config``: which arguments it
+takes is unknown here.
 Nothing else changes: the optimizer's variables (its step count and slots) are
 written and read back by Keras as for any of its optimizers.
 """
@@ -26,7 +28,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from ._closures import module_name as _module_name
-from ._keras_layers import _keras_of, _owner_of  # TFP's modules hold their Keras alike
+from ._keras_layers import _keras_of, _own_constructor_below, _owner_of
 
 _PACKAGE = "optimizer"  # relative to the TF substrate's prefix
 _DTYPES = "dtypes"  # the config key under which the arguments' dtypes are written
@@ -102,7 +104,11 @@ def _number(value: Any, key: str, cls: type) -> Tuple[Any, Optional[str]]:
 def optimizer_get_config(self: Any) -> Dict[str, Any]:
     """``get_config`` for F23's classes: Keras's base optimizer config and the
     constructor's arguments, read from the tensors the constructor made of them."""
+    from ._record import RECORD
+
     owner = _owner_of(type(self), "get_config", optimizer_get_config)
+    if _own_constructor_below(self, owner):  # its arguments are unknown here: TFP's own
+        return RECORD.get_original(owner, "get_config")(self)
     config = super(owner, self).get_config()
     dtypes: Dict[str, str] = {}
     for key in _arguments(owner) or ():
