@@ -295,14 +295,29 @@ def _distinct_weight_names(model: Any) -> Iterator[None]:
     variables += list(getattr(optimizer, "weights", ()) if optimizer is not None else ())
     taken = {variable.name for variable in variables}
     seen: Set[str] = set()
+    visited: Set[int] = set()  # a variable listed twice is one dataset name
     renamed: List[Tuple[Any, str]] = []
     try:
         for variable in variables:
+            if id(variable) in visited:
+                continue
+            visited.add(id(variable))
             name = variable.name
             if name not in seen:
                 seen.add(name)
                 continue
-            if not isinstance(getattr(variable, "_handle_name", None), str):
+            handle_name = getattr(variable, "_handle_name", None)
+            if isinstance(handle_name, str):
+                base, colon, index = name.rpartition(":")
+                if not colon:
+                    base, index = name, ""
+                number = 1
+                while f"{base}_{number}{colon}{index}" in taken:
+                    number += 1
+                unique = f"{base}_{number}{colon}{index}"
+                renamed.append((variable, handle_name))
+                variable._handle_name = unique
+            if not isinstance(handle_name, str) or variable.name != unique:
                 raise ValueError(
                     f"cannot write this Keras model in Keras's HDF5 format, which "
                     f"tfp_picklefix uses to pickle and copy a model holding TFP's layers "
@@ -310,17 +325,8 @@ def _distinct_weight_names(model: Any) -> Iterator[None]:
                     f"and the format writes weights by name (this Keras names the "
                     f"variables of a layer's inner models, such as DenseVariational's "
                     f"posterior and prior, by the layer alone)")
-            base, colon, index = name.rpartition(":")
-            if not colon:
-                base, index = name, ""
-            number = 1
-            while f"{base}_{number}{colon}{index}" in taken:
-                number += 1
-            unique = f"{base}_{number}{colon}{index}"
             taken.add(unique)
             seen.add(unique)
-            renamed.append((variable, variable._handle_name))
-            variable._handle_name = unique
         yield
     finally:
         for variable, handle_name in reversed(renamed):
