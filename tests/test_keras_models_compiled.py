@@ -123,3 +123,28 @@ def test_two_functions_of_one_name_are_refused_when_writing():
     for roundtrip in (_cloudpickle, copy.deepcopy):
         with pytest.raises(ValueError, match="two different functions named '<lambda>'"):
             roundtrip(model)
+
+
+def mean_error(y, rv_y):
+    import tensorflow as tf
+
+    return tf.reduce_mean(y - tf.convert_to_tensor(rv_y), axis=-1)
+
+
+def test_a_metric_of_the_user_s_in_keras_s_wrapper_round_trips():
+    """A function inside Keras's ``MeanMetricWrapper`` (public from Keras 2.6; TF 2.5's
+    Keras keeps it private) is named by the file as a bare function is."""
+    keras = _keras()
+    wrapper = getattr(keras.metrics, "MeanMetricWrapper", None)
+    if wrapper is None:
+        pytest.skip("this Keras has no public MeanMetricWrapper")
+    model = _model(negloglik, metrics=[wrapper(mean_error, name="mean_error")])
+    for roundtrip in (_cloudpickle, copy.deepcopy):
+        clone = roundtrip(model)
+        import tensorflow as tf
+
+        (metric,) = tf.nest.flatten(clone.compiled_metrics._user_metrics)
+        assert metric._fn is mean_error
+        _trains_on_as_the_original(model, clone)
+        assert clone.metrics_names == model.metrics_names
+        model = _model(negloglik, metrics=[wrapper(mean_error, name="mean_error")])
