@@ -172,11 +172,19 @@ def class_module(kind: type) -> str:
     return ""
 
 
+def in_keras(kind: Any) -> bool:
+    """Whether ``kind`` (a class or a function) is Keras's own: tf-keras, the ``keras``
+    package, or TF's copy (``tensorflow.python.keras``, TF <= 2.5). TF's other modules
+    are not Keras: Keras finds none of their functions by name."""
+    name = module_name(kind)
+    return name.split(".")[0] in ("tf_keras", "keras") or name.startswith(_KERAS_2[-1])
+
+
 def keras_layer(kind: type) -> bool:
     """A Keras 2 class (tf-keras; before TF 2.16, the ``keras`` package or TF's own) that pickles by
     Python's default reduction (a layer, not a model: Keras writes models in its own
     format)."""
-    return (module_name(kind).startswith(_KERAS_2)
+    return (in_keras(kind)
             and kind.__reduce_ex__ is object.__reduce_ex__ and kind.__reduce__ is object.__reduce__)
 
 

@@ -71,7 +71,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._closures import module_name as _module_name
+from ._closures import in_keras, module_name as _module_name
 
 _MODULE = "layers.distribution_layer"  # relative to the TF substrate's prefix
 _SKIP = frozenset(("self", "convert_to_tensor_fn"))
@@ -505,11 +505,6 @@ def _with_activity_regularizer(self: Any, config: Dict[str, Any], keras: Any) ->
     return config
 
 
-def _is_keras_class(klass: type) -> bool:
-    root = _module_name(klass).split(".")[0]
-    return root in ("keras", "tf_keras") or _module_name(klass).startswith("tensorflow.python.keras.")
-
-
 def arguments_left_out(cls: type, keras: Any) -> List[str]:
     """F15's cause for ``WeightNorm``: a layer without a config of its own whose config
     is a Keras class's (``Wrapper``'s: the wrapped layer), which leaves out the
@@ -519,7 +514,7 @@ def arguments_left_out(cls: type, keras: Any) -> List[str]:
     if not (isinstance(cls, type) and issubclass(cls, layer)):
         return []
     base = next((klass for klass in cls.__mro__ if "get_config" in vars(klass)), None)
-    if base is None or base is layer or not _is_keras_class(base):
+    if base is None or base is layer or not in_keras(base):
         return []
     init = vars(cls).get("__init__")
     code = getattr(init, "__code__", None)

@@ -44,7 +44,7 @@ import contextlib
 import sys
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-from ._closures import _Call, module_name
+from ._closures import _Call, in_keras, module_name
 from ._record import RECORD
 
 _LAYERS = "layers.distribution_layer"  # relative to the TF substrate's prefix
@@ -111,12 +111,6 @@ def _owner(model: Any) -> Optional[type]:
         if own.get("__reduce__") is model_reduce or own.get("__reduce_ex__") is model_reduce_ex:
             return klass
     return None
-
-
-def _is_keras(klass: type) -> bool:
-    """A class of Keras: the ``keras`` package, or TF's own copy (``tensorflow.python.keras``)."""
-    name = module_name(klass)
-    return name.split(".")[0] == "keras" or name.startswith("tensorflow.python.keras.")
 
 
 _PICKLING = ("__reduce__", "__reduce_ex__", "__deepcopy__", "__copy__")
@@ -188,7 +182,7 @@ def _graph_network(model: Any) -> bool:
     """Whether Keras writes ``model`` in HDF5: a Functional model or a Sequential."""
     if getattr(model, "_is_graph_network", False):
         return True
-    return any(klass.__qualname__ == "Sequential" and _is_keras(klass)
+    return any(klass.__qualname__ == "Sequential" and in_keras(klass)
                for klass in type(model).__mro__)
 
 
@@ -235,7 +229,7 @@ def _user_functions(value: Any, found: List[Any]) -> None:
         for item in value:
             _user_functions(item, found)
     elif isinstance(value, types.FunctionType):
-        root = (getattr(value, "__module__", None) or "").split(".")[0]
+        root = module_name(value).split(".")[0]
         if root not in ("keras", "tf_keras", "tensorflow") and value not in found:
             found.append(value)
     elif isinstance(getattr(value, "_fn", None), types.FunctionType):

@@ -27,7 +27,7 @@ import inspect
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._closures import module_name as _module_name
+from ._closures import in_keras
 from ._keras_layers import _keras_of, _own_constructor_below, _owner_of
 
 _PACKAGE = "optimizer"  # relative to the TF substrate's prefix
@@ -57,13 +57,10 @@ def _arguments(cls: type) -> Optional[List[str]]:
     return names
 
 
-_KERAS_ROOTS = ("keras.", "tf_keras.", "tensorflow.python.keras.")
-
-
 def _keras_optimizer(cls: type) -> bool:
     """Whether ``cls`` derives from a Keras optimizer (one of Keras's classes that
     defines ``apply_gradients``: ``OptimizerV2``, or the legacy ``Optimizer``)."""
-    return any("apply_gradients" in vars(klass) and _module_name(klass).startswith(_KERAS_ROOTS)
+    return any("apply_gradients" in vars(klass) and in_keras(klass)
                for klass in cls.__mro__[1:])
 
 
