@@ -219,7 +219,8 @@ def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[_Writt
 
 def _user_functions(value: Any, found: List[Any]) -> None:
     """The plain functions in ``value`` (nested in dicts, lists and tuples, or wrapped in
-    Keras's metric and loss wrappers) that are not Keras's or TF's own."""
+    Keras's metric and loss wrappers) that are not Keras's own: Keras's loader finds
+    those by name, and no others (not TF's: ``loss=tf.math.squared_difference``)."""
     import types
 
     if isinstance(value, dict):
@@ -229,8 +230,7 @@ def _user_functions(value: Any, found: List[Any]) -> None:
         for item in value:
             _user_functions(item, found)
     elif isinstance(value, types.FunctionType):
-        root = module_name(value).split(".")[0]
-        if root not in ("keras", "tf_keras", "tensorflow") and value not in found:
+        if not in_keras(value) and value not in found:
             found.append(value)
     elif isinstance(getattr(value, "_fn", None), types.FunctionType):
         _user_functions(value._fn, found)  # Keras's MeanMetricWrapper, LossFunctionWrapper
