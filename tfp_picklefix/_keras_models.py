@@ -142,8 +142,16 @@ def _layer_modules() -> Dict[str, Any]:
 
 
 def _submodules(model: Any) -> Any:
+    """``model.submodules``, or, where that fails, Keras's own list of the layers in it
+    (tf.Module's walk sorts the keys of dicts it meets, and a trained subclassed model
+    on Keras 2.9 holds a dict keyed by layers: ``'<' not supported between instances of
+    'Dense' and ...``)."""
     try:
         return model.submodules
+    except Exception:
+        pass
+    try:
+        return list(model._flatten_layers(include_self=False))
     except Exception:
         return ()
 
@@ -336,13 +344,36 @@ def _load(load_model: Any, data: bytes, functions: Dict[str, Any]) -> Any:
     return load_model(file, functions) if functions else load_model(file)
 
 
+@contextlib.contextmanager
+def _explained(model: Any) -> Iterator[None]:
+    """Keras 2.7-2.11's own writing of a model that F17 leaves to it: where that fails
+    for a built subclassed model holding a TFP distribution layer (a known issue: Keras
+    cannot write a subclassed model in HDF5), the error says why and what works."""
+    try:
+        yield
+    except Exception as error:
+        if (not getattr(model, "built", False) or _graph_network(model)
+                or not _holds_distribution_layer(model)):
+            raise
+        layers = sorted({type(m).__name__ for m in _submodules(model)
+                         if isinstance(m, _distribution_layer_types())})
+        raise TypeError(
+            f"tfp_picklefix: this Keras pickles and copies a model by writing it as a "
+            f"SavedModel (Keras 2.7-2.10) or in its first .keras format (Keras 2.11), and "
+            f"neither holds TFP's {', '.join(layers)} in a subclassed model such as "
+            f"{type(model).__name__} ({type(error).__name__}: {error}). Build the model "
+            f"with the Functional API or Sequential: those the package writes in Keras's "
+            f"HDF5 format instead (F17); a subclassed model it cannot.") from error
+
+
 def model_reduce(self: Any) -> Any:
     """``__reduce__`` for Keras 2.7-2.11's ``Model`` (F17): a model holding a TFP
     distribution layer is written as Keras's ``load_model`` of its HDF5 file, after
     ``tfp.layers`` is imported; other models as Keras writes them."""
     written = _hdf5(self)
     if written is None:
-        return _original(_owner(self) or type(self), "__reduce__")(self)
+        with _explained(self):
+            return _original(_owner(self) or type(self), "__reduce__")(self)
     return _reduction(written)
 
 
@@ -393,7 +424,8 @@ def model_deepcopy(self: Any, memo: Dict[int, Any]) -> Any:
     model holding a TFP distribution layer is copied through its HDF5 file."""
     written = _hdf5(self)
     if written is None:
-        return _original(_owner(self) or type(self), "__deepcopy__")(self, memo)
+        with _explained(self):
+            return _original(_owner(self) or type(self), "__deepcopy__")(self, memo)
     load_model, data, _, functions = written
     new = _load(load_model, data, functions)
     memo[id(self)] = new
