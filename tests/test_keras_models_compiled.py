@@ -165,3 +165,100 @@ def test_a_metric_of_the_user_s_in_keras_s_wrapper_round_trips():
         _trains_on_as_the_original(model, clone)
         assert clone.metrics_names == model.metrics_names
         model = _model(negloglik, metrics=[wrapper(mean_error, name="mean_error")])
+
+
+def _define_classes():
+    """The user's classes, at this module's top level (pickle finds classes by name),
+    not registered with Keras: a layer, a Functional model's subclass, a loss and an
+    optimizer."""
+    if "Scale" in globals():
+        return
+    keras = _keras()
+
+    class Scale(keras.layers.Layer):
+        def __init__(self, factor=2.0, **kwargs):
+            super().__init__(**kwargs)
+            self.factor = factor
+
+        def call(self, x):
+            return x * self.factor
+
+        def get_config(self):
+            return dict(super().get_config(), factor=self.factor)
+
+    class FunctionalSubclass(keras.Model):
+        pass
+
+    class NegLogLik(keras.losses.Loss):
+        def call(self, y, rv_y):
+            return -rv_y.log_prob(y)
+
+    class MyAdam(keras.optimizers.Adam):
+        pass
+
+    for cls in (Scale, FunctionalSubclass, NegLogLik, MyAdam):
+        cls.__qualname__ = cls.__name__
+        globals()[cls.__name__] = cls
+
+
+def _functional(model_cls=None, scale=None, loss=negloglik, optimizer=None):
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    keras, tfd = _keras(), tfp.distributions
+    inputs = keras.Input((1,))
+    hidden = inputs if scale is None else Scale(scale)(inputs)
+    hidden = keras.layers.Dense(2, kernel_initializer="ones")(hidden)
+    outputs = tfp.layers.DistributionLambda(
+        lambda t: tfd.Normal(t[..., :1], 1e-3 + tf.nn.softplus(t[..., 1:])))(hidden)
+    model = (model_cls or keras.Model)(inputs, outputs)
+    model.compile(optimizer=optimizer or keras.optimizers.Adam(0.05), loss=loss)
+    model.fit(X, Y, epochs=2, batch_size=8, shuffle=False, verbose=0)
+    return model
+
+
+@pytest.mark.parametrize("serializer", sorted(SERIALIZERS))
+def test_a_model_with_a_layer_of_the_user_s_round_trips(serializer):
+    """Before: ``Unknown layer: Scale`` when the copy was read back."""
+    _define_classes()
+    model = _functional(scale=3.0)
+    clone = SERIALIZERS[serializer](model)
+    (scale,) = [layer for layer in clone.layers if isinstance(layer, Scale)]
+    assert type(scale) is Scale and scale.factor == 3.0
+    _trains_on_as_the_original(model, clone)
+
+
+@pytest.mark.parametrize("serializer", sorted(SERIALIZERS))
+def test_a_functional_model_of_the_user_s_model_class_round_trips(serializer):
+    """Before: ``Unknown layer: FunctionalSubclass``."""
+    _define_classes()
+    model = _functional(model_cls=FunctionalSubclass)
+    clone = SERIALIZERS[serializer](model)
+    assert type(clone) is FunctionalSubclass
+    _trains_on_as_the_original(model, clone)
+
+
+@pytest.mark.parametrize("serializer", sorted(SERIALIZERS))
+def test_a_loss_class_and_an_optimizer_class_of_the_user_s_round_trip(serializer):
+    """Before: ``Unknown optimizer: MyAdam`` (and then ``Unknown loss function``)."""
+    _define_classes()
+    model = _functional(loss=NegLogLik(), optimizer=MyAdam(0.05))
+    clone = SERIALIZERS[serializer](model)
+    assert type(clone.optimizer) is MyAdam and type(clone.loss) is NegLogLik
+    _trains_on_as_the_original(model, clone)
+
+
+def test_two_classes_of_one_name_are_refused_when_writing():
+    _define_classes()
+    keras = _keras()
+
+    class Scale(keras.layers.Layer):  # another class of the same name as the module's
+        def call(self, x):
+            return x
+
+    model = _functional(scale=3.0)
+    inputs = keras.Input((1,))
+    model = keras.Model(inputs, model(Scale()(inputs)))
+    for roundtrip in (_cloudpickle, copy.deepcopy):
+        with pytest.raises(ValueError, match="two different classes named 'Scale'"):
+            roundtrip(model)

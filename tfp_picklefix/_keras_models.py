@@ -199,8 +199,8 @@ _Written = Tuple[Any, bytes, str, Dict[str, Any]]
 
 def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[_Written]:
     """(Keras's ``load_model``, the model in Keras's HDF5 format, the ``tfp.layers``
-    module to import first, the user's functions that its training configuration names:
-    :func:`_compile_functions`), or None where Keras's own reduction is left to run: a
+    module to import first, the user's functions and classes that the file names:
+    :func:`_custom_objects`), or None where Keras's own reduction is left to run: a
     model that is not built, or for which ``holds(model)`` is false."""
     owner = _owner(model)
     load_model = _LOADERS.get(owner) if owner is not None else None
@@ -214,7 +214,7 @@ def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[_Writt
         return None
     if not _graph_network(model):  # a subclassed Model: Keras writes no HDF5 of it
         return None
-    functions = _compile_functions(model)
+    functions = _custom_objects(model)
     buffer = io.BytesIO()
     with _distinct_weight_names(model), h5py.File(buffer, "w") as f:
         # Given an h5py.File, Keras writes its HDF5 format. Its errors are the model's
@@ -225,56 +225,82 @@ def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[_Writt
     return load_model, buffer.getvalue(), package, functions
 
 
-def _user_functions(value: Any, found: List[Any]) -> None:
+def _not_keras_nor_tfp(kind: Any) -> bool:
+    """Neither Keras's own (its loader finds those by name) nor TFP's (``tfp.layers``,
+    imported before the loader runs, registers its own; F15-F23 register the others)."""
+    return not in_keras(kind) and not module_name(kind).startswith("tensorflow_probability.")
+
+
+def _user_objects(value: Any, found: List[Any]) -> None:
     """The plain functions in ``value`` (nested in dicts, lists and tuples, or wrapped in
-    Keras's metric and loss wrappers) that are not Keras's own: Keras's loader finds
-    those by name, and no others (not TF's: ``loss=tf.math.squared_difference``)."""
+    Keras's metric and loss wrappers), and the classes of the other objects in it, that
+    are not Keras's own nor TFP's: Keras's loader finds those by name, and no others (not
+    TF's functions: ``loss=tf.math.squared_difference``; not a user's ``Loss`` class)."""
     import types
 
+    if value is None or isinstance(value, (str, bytes, int, float, bool)):
+        return
     if isinstance(value, dict):
         for item in value.values():
-            _user_functions(item, found)
+            _user_objects(item, found)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            _user_functions(item, found)
+            _user_objects(item, found)
     elif isinstance(value, types.FunctionType):
         if not in_keras(value) and value not in found:
             found.append(value)
-    elif isinstance(getattr(value, "_fn", None), types.FunctionType):
-        _user_functions(value._fn, found)  # Keras's MeanMetricWrapper, LossFunctionWrapper
+    elif isinstance(getattr(value, "_fn", None), types.FunctionType) and in_keras(type(value)):
+        _user_objects(value._fn, found)  # Keras's MeanMetricWrapper, LossFunctionWrapper
+    elif _not_keras_nor_tfp(type(value)) and type(value) not in found:
+        found.append(type(value))
 
 
-def _compile_functions(model: Any) -> Dict[str, Any]:
-    """The user's functions that ``model`` was compiled with (losses, metrics), by name.
-
-    Keras's HDF5 format writes a function in the training configuration by its name
-    alone (``negloglik``, ``<lambda>``: TFP's regression examples compile with
-    ``loss=lambda y, rv_y: -rv_y.log_prob(y)``), and its loader finds only Keras's own
-    and the registered ones: without them a pickle was written and then failed on load
-    (``Unknown loss function: <lambda>``). They are handed to ``load_model`` as its
-    ``custom_objects``; two different functions of one name cannot be told apart in the
-    file, which is refused here, when the model is written."""
-    get_args = getattr(model, "_get_compile_args", None)
-    if getattr(model, "optimizer", None) is None or get_args is None:
-        return {}
+def _layers(model: Any) -> List[Any]:
+    """The model and every layer in it, nested models' layers too (Keras's own walk)."""
     try:
-        args = get_args(user_metrics=True)
-    except Exception:  # not compiled
-        return {}
+        return list(model._flatten_layers(include_self=True, recursive=True))
+    except Exception:
+        return [model] + list(_submodules(model))
+
+
+def _custom_objects(model: Any) -> Dict[str, Any]:
+    """What Keras's HDF5 loader must be given to read ``model`` back, by name: the user's
+    functions and classes that the file names and that the loader cannot find itself.
+
+    Keras's HDF5 format names a function in the training configuration by its name
+    alone (``negloglik``, ``<lambda>``: TFP's regression examples compile with
+    ``loss=lambda y, rv_y: -rv_y.log_prob(y)``), a layer, a model, a loss, a metric or
+    an optimizer by its class's name, and its loader finds only Keras's own and the
+    registered ones: without them a pickle was written and then failed on load
+    (``Unknown loss function: <lambda>``, ``Unknown layer: MyLayer``). They are handed
+    to ``load_model`` as its ``custom_objects``; two different ones of one name cannot
+    be told apart in the file, which is refused here, when the model is written."""
     found: List[Any] = []
-    _user_functions([args.get(key) for key in ("loss", "metrics", "weighted_metrics")], found)
-    functions: Dict[str, Any] = {}
-    for function in found:
-        name = function.__name__
-        if name in functions:
+    get_args = getattr(model, "_get_compile_args", None)
+    if getattr(model, "optimizer", None) is not None and get_args is not None:
+        try:
+            args = get_args(user_metrics=True)
+        except Exception:  # not compiled
+            args = {}
+        _user_objects([args.get(key) for key in ("loss", "metrics", "weighted_metrics")],
+                      found)
+        _user_objects(model.optimizer, found)
+    for layer in _layers(model):
+        if _not_keras_nor_tfp(type(layer)) and type(layer) not in found:
+            found.append(type(layer))
+    objects: Dict[str, Any] = {}
+    for each in found:
+        name = each.__name__
+        if name in objects:
+            kind = "classes" if isinstance(each, type) else "functions"
             raise ValueError(
                 f"cannot write this Keras model in Keras's HDF5 format, which "
                 f"tfp_picklefix uses to pickle and copy a model holding TFP's layers on "
-                f"this Keras (F17): it was compiled with two different functions named "
-                f"{name!r} (losses or metrics), and the format names each function by its "
+                f"this Keras (F17): it holds two different {kind} named {name!r} (losses, "
+                f"metrics, layers or the model's own), and the format names each by its "
                 f"name alone. Give them distinct names (def ... instead of lambda).")
-        functions[name] = function
-    return functions
+        objects[name] = each
+    return objects
 
 
 @contextlib.contextmanager
