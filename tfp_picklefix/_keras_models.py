@@ -225,10 +225,13 @@ def _hdf5(model: Any, holds: Any = _holds_distribution_layer) -> Optional[_Writt
     return load_model, buffer.getvalue(), package, functions
 
 
-def _not_keras_nor_tfp(kind: Any) -> bool:
-    """Neither Keras's own (its loader finds those by name) nor TFP's (``tfp.layers``,
-    imported before the loader runs, registers its own; F15-F23 register the others)."""
-    return not in_keras(kind) and not module_name(kind).startswith("tensorflow_probability.")
+def _users_keras_class(kind: type) -> bool:
+    """A class that derives from one of Keras's (a layer, model, loss, metric or
+    optimizer: what Keras's files name by class) and is neither Keras's own (its loader
+    finds those by name) nor TFP's (``tfp.layers``, imported before the loader runs,
+    registers its own; F15-F23 register the others)."""
+    return (not in_keras(kind) and not module_name(kind).startswith("tensorflow_probability.")
+            and any(in_keras(klass) for klass in kind.__mro__[1:]))
 
 
 def _user_objects(value: Any, found: List[Any]) -> None:
@@ -251,7 +254,7 @@ def _user_objects(value: Any, found: List[Any]) -> None:
             found.append(value)
     elif isinstance(getattr(value, "_fn", None), types.FunctionType) and in_keras(type(value)):
         _user_objects(value._fn, found)  # Keras's MeanMetricWrapper, LossFunctionWrapper
-    elif _not_keras_nor_tfp(type(value)) and type(value) not in found:
+    elif _users_keras_class(type(value)) and type(value) not in found:
         found.append(type(value))
 
 
@@ -286,7 +289,7 @@ def _custom_objects(model: Any) -> Dict[str, Any]:
                       found)
         _user_objects(model.optimizer, found)
     for layer in _layers(model):
-        if _not_keras_nor_tfp(type(layer)) and type(layer) not in found:
+        if _users_keras_class(type(layer)) and type(layer) not in found:
             found.append(type(layer))
     objects: Dict[str, Any] = {}
     for each in found:
@@ -377,7 +380,7 @@ def _explained(model: Any) -> Iterator[None]:
     cannot write a subclassed model in HDF5), the error says why and what works."""
     try:
         yield
-    except Exception as error:
+    except TypeError as error:  # Keras 2.7-2.10: OperatorNotAllowedInGraphError; 2.11 too
         if (not getattr(model, "built", False) or _graph_network(model)
                 or not _holds_distribution_layer(model)):
             raise
