@@ -262,3 +262,32 @@ def test_two_classes_of_one_name_are_refused_when_writing():
     for roundtrip in (_cloudpickle, copy.deepcopy):
         with pytest.raises(ValueError, match="two different classes named 'Scale'"):
             roundtrip(model)
+
+
+def test_a_registered_class_of_the_user_s_is_left_to_keras_s_registry():
+    """Keras finds a registered class by its registered name: the pickle does not hold
+    it, so a class that Python cannot pickle by reference (defined in a function) pickles
+    as it did before F17 handed classes to the loader."""
+    keras = _keras()
+
+    @keras.utils.register_keras_serializable(package="tfp_picklefix_tests")
+    class LocalScale(keras.layers.Layer):  # a local class: the standard pickle refuses it
+        def call(self, x):
+            return 2.0 * x
+
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    tfd = tfp.distributions
+    inputs = keras.Input((1,))
+    hidden = keras.layers.Dense(2, kernel_initializer="ones")(LocalScale()(inputs))
+    outputs = tfp.layers.DistributionLambda(
+        lambda t: tfd.Normal(t[..., :1], 1e-3 + tf.nn.softplus(t[..., 1:])))(hidden)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss=negloglik)
+    model.fit(X, Y, epochs=2, batch_size=8, shuffle=False, verbose=0)
+    data = pickle.dumps(model)
+    assert b"LocalScale" in data  # in the HDF5 file, by its name; not as a class
+    clone = pickle.loads(data)
+    assert any(type(layer) is LocalScale for layer in clone.layers)
+    _trains_on_as_the_original(model, clone)

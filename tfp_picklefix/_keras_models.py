@@ -266,6 +266,29 @@ def _layers(model: Any) -> List[Any]:
         return [model] + list(_submodules(model))
 
 
+def _registry(model: Any) -> Optional[Any]:
+    """A test of whether the Keras of ``model`` finds an object by the name it writes
+    for it (registered with ``register_keras_serializable``, or in its global custom
+    objects), from that Keras's ``generic_utils``; None where there is none."""
+    keras = next((klass for klass in type(model).__mro__ if in_keras(klass)), None)
+    if keras is None:
+        return None
+    name = module_name(keras)
+    package = name.split(".keras.")[0] + ".keras" if name.startswith("tensorflow.") else "keras"
+    utils = sys.modules.get(f"{package}.utils.generic_utils")
+    get_name = getattr(utils, "get_registered_name", None)
+    get_object = getattr(utils, "get_registered_object", None)
+    if not (callable(get_name) and callable(get_object)):
+        return None
+
+    def finds(obj: Any) -> bool:
+        try:
+            return get_object(get_name(obj)) is obj
+        except Exception:
+            return False
+    return finds
+
+
 def _custom_objects(model: Any) -> Dict[str, Any]:
     """What Keras's HDF5 loader must be given to read ``model`` back, by name: the user's
     functions and classes that the file names and that the loader cannot find itself.
@@ -276,8 +299,9 @@ def _custom_objects(model: Any) -> Dict[str, Any]:
     an optimizer by its class's name, and its loader finds only Keras's own and the
     registered ones: without them a pickle was written and then failed on load
     (``Unknown loss function: <lambda>``, ``Unknown layer: MyLayer``). They are handed
-    to ``load_model`` as its ``custom_objects``; two different ones of one name cannot
-    be told apart in the file, which is refused here, when the model is written."""
+    to ``load_model`` as its ``custom_objects`` (not those Keras finds itself, registered:
+    the pickle need not hold them); two different ones of one name cannot be told apart
+    in the file, which is refused here, when the model is written."""
     found: List[Any] = []
     get_args = getattr(model, "_get_compile_args", None)
     if getattr(model, "optimizer", None) is not None and get_args is not None:
@@ -291,8 +315,11 @@ def _custom_objects(model: Any) -> Dict[str, Any]:
     for layer in _layers(model):
         if _users_keras_class(type(layer)) and type(layer) not in found:
             found.append(type(layer))
+    registry = _registry(model)
     objects: Dict[str, Any] = {}
     for each in found:
+        if registry is not None and registry(each):
+            continue  # Keras finds it itself: the pickle need not hold it
         name = each.__name__
         if name in objects:
             kind = "classes" if isinstance(each, type) else "functions"
