@@ -151,6 +151,15 @@ def tf_with_keras_2() -> bool:
     return str(getattr(tf.keras, "__version__", "2.")).startswith("2.")
 
 
+def tfp_keras() -> Any:
+    """The Keras that TFP's layers use here (tf-keras, or TF's own Keras)."""
+    import tensorflow_probability as tfp
+
+    from tfp_picklefix import _keras_layers
+
+    return _keras_layers._keras(tfp.layers.DistributionLambda)
+
+
 def has_module(name: str) -> bool:
     """Whether ``name`` can be found here (without importing it)."""
     import importlib.util

@@ -19,7 +19,8 @@ import pickle
 import numpy as np
 import pytest
 
-from conftest import has_tf
+from conftest import has_tf, tfp_keras
+from roundtrips import SERIALIZERS as ALL_SERIALIZERS
 
 X = np.linspace(-1.0, 1.0, 16, dtype=np.float32)[:, None]
 Y = 2.0 * X + 0.3
@@ -47,19 +48,11 @@ pytestmark = pytest.mark.skipif(not _f17_applies(),
                                 reason="F17: TF 2.5's own Keras, Keras 2.6-2.11")
 
 
-def _keras():
-    import tensorflow_probability as tfp
-
-    from tfp_picklefix import _keras_layers
-
-    return _keras_layers._keras(tfp.layers.DistributionLambda)
-
-
 def _model(loss, metrics=None, **distribution_lambda):
     import tensorflow as tf
     import tensorflow_probability as tfp
 
-    keras, tfd = _keras(), tfp.distributions
+    keras, tfd = tfp_keras(), tfp.distributions
     model = keras.Sequential([
         keras.layers.Dense(2, input_shape=(1,), kernel_initializer="ones"),
         tfp.layers.DistributionLambda(
@@ -70,14 +63,9 @@ def _model(loss, metrics=None, **distribution_lambda):
     return model
 
 
-def _cloudpickle(obj):
-    import cloudpickle
-
-    return cloudpickle.loads(cloudpickle.dumps(obj))
-
-
-SERIALIZERS = {"pickle": lambda o: pickle.loads(pickle.dumps(o)), "cloudpickle": _cloudpickle,
-               "copy": copy.copy, "deepcopy": copy.deepcopy}
+SERIALIZERS = {name: ALL_SERIALIZERS[name]
+               for name in ("pickle", "cloudpickle", "copy", "deepcopy")}
+_cloudpickle = ALL_SERIALIZERS["cloudpickle"]
 
 
 def _trains_on_as_the_original(model, clone):
@@ -151,7 +139,7 @@ def mean_error(y, rv_y):
 def test_a_metric_of_the_user_s_in_keras_s_wrapper_round_trips():
     """A function inside Keras's ``MeanMetricWrapper`` (public from Keras 2.6; TF 2.5's
     Keras keeps it private) is named by the file as a bare function is."""
-    keras = _keras()
+    keras = tfp_keras()
     wrapper = getattr(keras.metrics, "MeanMetricWrapper", None)
     if wrapper is None:
         pytest.skip("this Keras has no public MeanMetricWrapper")
@@ -173,7 +161,7 @@ def _define_classes():
     optimizer."""
     if "Scale" in globals():
         return
-    keras = _keras()
+    keras = tfp_keras()
 
     class Scale(keras.layers.Layer):
         def __init__(self, factor=2.0, **kwargs):
@@ -205,7 +193,7 @@ def _functional(model_cls=None, scale=None, loss=negloglik, optimizer=None):
     import tensorflow as tf
     import tensorflow_probability as tfp
 
-    keras, tfd = _keras(), tfp.distributions
+    keras, tfd = tfp_keras(), tfp.distributions
     inputs = keras.Input((1,))
     hidden = inputs if scale is None else Scale(scale)(inputs)
     hidden = keras.layers.Dense(2, kernel_initializer="ones")(hidden)
@@ -250,7 +238,7 @@ def test_a_loss_class_and_an_optimizer_class_of_the_user_s_round_trip(serializer
 
 def test_two_classes_of_one_name_are_refused_when_writing():
     _define_classes()
-    keras = _keras()
+    keras = tfp_keras()
 
     class Scale(keras.layers.Layer):  # another class of the same name as the module's
         def call(self, x):
@@ -268,7 +256,7 @@ def test_a_registered_class_of_the_user_s_is_left_to_keras_s_registry():
     """Keras finds a registered class by its registered name: the pickle does not hold
     it, so a class that Python cannot pickle by reference (defined in a function) pickles
     as it did before F17 handed classes to the loader."""
-    keras = _keras()
+    keras = tfp_keras()
 
     @keras.utils.register_keras_serializable(package="tfp_picklefix_tests")
     class LocalScale(keras.layers.Layer):  # a local class: the standard pickle refuses it

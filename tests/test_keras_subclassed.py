@@ -15,24 +15,14 @@ turns that error into one that says so and what works (the Functional API, Seque
 """
 from __future__ import annotations
 
-import copy
-import pickle
-
 import numpy as np
 import pytest
 
-from conftest import has_tf
+from conftest import has_tf, tfp_keras
+from roundtrips import SERIALIZERS as ALL_SERIALIZERS
 
 X = np.linspace(-1.0, 1.0, 16, dtype=np.float32)[:, None]
 Y = 2.0 * X + 0.3
-
-
-def _keras():
-    import tensorflow_probability as tfp
-
-    from tfp_picklefix import _keras_layers
-
-    return _keras_layers._keras(tfp.layers.DistributionLambda)
 
 
 def _define():
@@ -43,7 +33,7 @@ def _define():
     import tensorflow as tf
     import tensorflow_probability as tfp
 
-    keras, tfd = _keras(), tfp.distributions
+    keras, tfd = tfp_keras(), tfp.distributions
     register = keras.utils.register_keras_serializable(package="tfp_picklefix_tests")
 
     class PlainSubclassed(keras.Model):
@@ -76,19 +66,13 @@ def negloglik(y, rv_y):
     return -rv_y.log_prob(y)
 
 
-def _cloudpickle(obj):
-    import cloudpickle
-
-    return cloudpickle.loads(cloudpickle.dumps(obj))
-
-
-SERIALIZERS = {"pickle": lambda o: pickle.loads(pickle.dumps(o)), "cloudpickle": _cloudpickle,
-               "copy": copy.copy, "deepcopy": copy.deepcopy}
+SERIALIZERS = {name: ALL_SERIALIZERS[name]
+               for name in ("pickle", "cloudpickle", "copy", "deepcopy")}
 
 
 def _trained(cls_name, loss):
     model = globals()[cls_name]()
-    model.compile(optimizer=_keras().optimizers.Adam(0.05), loss=loss)
+    model.compile(optimizer=tfp_keras().optimizers.Adam(0.05), loss=loss)
     model.fit(X, Y, epochs=2, batch_size=8, shuffle=False, verbose=0)
     return model
 
@@ -104,7 +88,7 @@ def _keras_writes_subclassed_models_as_saved_model_or_keras_v1():
     through ``pickle_utils`` into a SavedModel or a format that refuses lambdas."""
     from tfp_picklefix import _keras_models
 
-    model_cls = _keras().Model
+    model_cls = tfp_keras().Model
     return any(_keras_models.hdf5_loader(klass) is not None for klass in model_cls.__mro__
                if "__reduce__" in vars(klass))
 
