@@ -408,11 +408,13 @@ def _explained(model: Any) -> Iterator[None]:
     try:
         yield
     except TypeError as error:  # Keras 2.7-2.10: OperatorNotAllowedInGraphError; 2.11 too
-        if (not getattr(model, "built", False) or _graph_network(model)
-                or not _holds_distribution_layer(model)):
+        if not getattr(model, "built", False) or _graph_network(model):
             raise
+        layer_types = _distribution_layer_types()
         layers = sorted({type(m).__name__ for m in _submodules(model)
-                         if isinstance(m, _distribution_layer_types())})
+                         if isinstance(m, layer_types)})
+        if not layers:  # no TFP distribution layer in it: Keras's own error, as it was
+            raise
         raise TypeError(
             f"tfp_picklefix: this Keras pickles and copies a model by writing it as a "
             f"SavedModel (Keras 2.7-2.10) or in its first .keras format (Keras 2.11), and "
