@@ -34,8 +34,8 @@ def is_std(name):
     module = sys.modules[name]
     if getattr(getattr(module, "__spec__", None), "origin", None) in ("built-in", "frozen"):
         return True
-    files = [getattr(module, "__file__", None)] if getattr(module, "__file__", None) else list(
-        getattr(module, "__path__", []))
+    path = getattr(module, "__file__", None)
+    files = [path] if path else list(getattr(module, "__path__", []))
     def inside(path, dirs):
         return any(os.path.realpath(path).startswith(d + os.sep) for d in dirs)
     if not files and "." in name:  # a module its package makes (typing.io)
