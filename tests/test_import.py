@@ -30,20 +30,21 @@ new = sorted(set(sys.modules) - before)
 paths = sysconfig.get_paths()
 std_dirs = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib")}
 site_dirs = {os.path.realpath(paths[k]) for k in ("purelib", "platlib")}
+def inside(path, dirs):
+    return any(os.path.realpath(path).startswith(d + os.sep) for d in dirs)
 def is_std(name):
     module = sys.modules[name]
     if getattr(getattr(module, "__spec__", None), "origin", None) in ("built-in", "frozen"):
         return True
     path = getattr(module, "__file__", None)
     files = [path] if path else list(getattr(module, "__path__", []))
-    def inside(path, dirs):
-        return any(os.path.realpath(path).startswith(d + os.sep) for d in dirs)
     if not files and "." in name:  # a module its package makes (typing.io)
         return is_std(name.rsplit(".", 1)[0])
     return bool(files) and all(inside(f, std_dirs) and not inside(f, site_dirs) for f in files)
 own = [m for m in new if m.split(".")[0] == "tfp_picklefix"]
-print(json.dumps({"own": own, "std": [m for m in new if m not in own and is_std(m)],
-                  "other": [m for m in new if m not in own and not is_std(m)]}))
+std = [m for m in new if m not in own and is_std(m)]
+print(json.dumps({"own": own, "std": std,
+                  "other": [m for m in new if m not in own and m not in std]}))
 """
 
 
