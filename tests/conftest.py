@@ -61,6 +61,10 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "long(seconds): takes about that long on 2 cores (only the order of a "
         "parallel run uses it)")
+    config.addinivalue_line(
+        "markers", "without_fix: shows a defect with the fix turned off (TFP as shipped, or "
+        "the package without the fix the test is about); the stacks that repeat a release's "
+        "checks leave these out (scripts/matrix.py)")
 
 
 def _long_seconds(item) -> float:

@@ -53,6 +53,7 @@ def test_threads_fixed(sub):
 @pytest.mark.parametrize("sub", global_substrates() or [pytest.param(None, id="none")])
 @pytest.mark.xfail(strict=False, reason="TFP's own cache: None results, KeyErrors in clear() "
                                         "and weakref callbacks, entries left (timing-dependent)")
+@pytest.mark.without_fix
 def test_threads_upstream(sub):
     if sub is None:
         pytest.skip("no substrate in the global cache era (TFP >= 0.12) here")
@@ -107,6 +108,7 @@ _RELEASE = re.match(r"(\d+)\.(\d+)", _detect.tfp_version())
 _LEAKS_UPSTREAM = _RELEASE is None or (int(_RELEASE[1]), int(_RELEASE[2])) >= (0, 23)
 
 
+@pytest.mark.without_fix
 @pytest.mark.xfail(strict=_LEAKS_UPSTREAM, reason="TFP's own cache keeps every traced FuncGraph alive")
 def test_funcgraph_leak_upstream():
     _needs_tf_global()

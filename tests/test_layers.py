@@ -111,6 +111,7 @@ def test_tfp_layers_models():
         assert set(row.values()) == {"ok"}, (layer, table[layer])
 
 
+@pytest.mark.without_fix
 def test_f18_without_the_package_a_copy_loses_its_kl_loss_or_fails():
     """The KL rows with the package off: no cell passes, and a model whose distribution
     layer has a KLDivergenceRegularizer comes back from Keras's HDF5 format without it,
@@ -122,6 +123,7 @@ def test_f18_without_the_package_a_copy_loses_its_kl_loss_or_fails():
     assert table["KLDivergenceRegularizer"]["h5"] == LOST, table
 
 
+@pytest.mark.without_fix
 def test_f15_f16_layers_fail_without_the_package():
     """The same models, with the package off: every F15 and F16 cell fails, Keras
     finding no class by the layer's name."""
@@ -237,6 +239,7 @@ np.save(sys.argv[1] + ".npy", np.asarray(model(x).mean()))
 
 @pytest.mark.skipif(not F17_KERAS, reason="Keras 2.7-2.11 (pickle a model as a SavedModel, "
                     "or in a format that refuses lambdas)")
+@pytest.mark.without_fix
 def test_f17_without_the_package_such_models_fail_in_the_saved_model_trace(tmp_path):
     """F17: Keras 2.7-2.10 pickle, copy and deep-copy a model by saving it as a
     SavedModel, whose trace of a TFP distribution layer fails; Keras 2.11 in a format

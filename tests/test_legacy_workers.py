@@ -21,6 +21,7 @@ def test_trained_svgp_predicts_in_workers():
     assert "joblib loky: 3 chunks" in result.stdout
 
 
+@pytest.mark.without_fix
 def test_without_the_package_the_model_cannot_be_sent():
     result = run_script(["examples/svgp_parallel.py", "--steps", "5", "--without-fix"])
     assert result.returncode != 0
