@@ -67,7 +67,7 @@ _OTHER_SERIALIZERS = "pickle1,pickle2,pickle3,pickle4,dill"
 _LEGACY_ENV = {"TFP_PICKLEFIX_COVERAGE_SERIALIZERS": _LIGHT_ENV["TFP_PICKLEFIX_COVERAGE_SERIALIZERS"]}
 # Nor do those stacks run the benchmark runner's tests (test_benchmarks.py): `make bench`
 # runs on modern and jax-nightly, `make bench-legacy` on the legacy stacks, where they
-# run. Its tests took 10 minutes of a core on each (about 5 of CI's).
+# run (but for legacy-0.9: below). Its tests took 10 minutes of a core on each (about 5 of CI's).
 _LIGHT_TESTS = ["tests", "--ignore", "tests/test_benchmarks.py"]
 
 
@@ -124,8 +124,8 @@ _WITH_THE_FIX = ["-m", "not without_fix"]
 # closures, reducers), GPflow 2.9's models, and the cache's contract on TFP 0.23. Not
 # what repeats another stack's checks of the same code: the C extension's tests and the
 # cache's load tests (threads, discarded traces; modern has the same Python and build,
-# and the load tests run on TFP 0.12, 0.17 and 0.25), the upstream diff (written for the
-# newest TFP; mid-0.12 and mid-0.17 apply it to older ones), and the worker pools
+# and the load tests run on TFP 0.12 and 0.25), the upstream diff (written for the
+# newest TFP; mid-0.12 applies it to an older one), and the worker pools
 # (modern's and legacy-0.11's tests send the same pickles through them): 479 more of its 2255
 # test-seconds on 2026-12-07.
 _MID_023_TESTS = _LIGHT_TESTS + [
@@ -216,9 +216,9 @@ STACKS: Dict[str, dict] = {
     "mid-0.12": _mid_py39("mid-0.12.txt", _MID_SELECTION + _WITH_THE_FIX),
     # The middle of the range (TF 2.9: Trackable with _trackable_children, still in
     # tensorflow.python.training.tracking; Keras 2.9, which pickles models as SavedModels:
-    # F17; NumPy 1.26; wrapt 2). The whole suite but the tests that TFP's Keras networks
-    # fail without the package with newer Keras's errors (Keras 2.9 fails otherwise; the
-    # round trips with it run).
+    # F17; NumPy 1.26; wrapt 2). The suite but what it leaves to mid-0.12 and modern
+    # (above), and the tests that TFP's Keras networks fail without the package with newer
+    # Keras's errors (Keras 2.9 fails otherwise; the round trips with it run).
     "mid-0.17": _mid_py39("mid-0.17.txt", _LIGHT_TESTS + _KERAS_SAVED_MODEL_DESELECT
                           + _REPEATED_ON_MID_012 + _WITH_THE_FIX),
     "legacy-0.10": dict(python="py39", constraints="legacy-0.10.txt", packages=LEGACY_PACKAGES,
