@@ -326,10 +326,9 @@ assert sorted(DEFAULT_RUN) == sorted(s for s in STACKS if not STACKS[s].get("ext
 # of this machine on 2026-12-07 (`python3 -m timeit "sum(range(10**6))"`: 16.6 ms), from
 # that day's runs. (mid-0.23 and modern-py313 ran their old selections in 0.79 and 0.86
 # of their times in stop 55's CI, of 131 minutes in all; stop 54's, of 47, ran on a
-# machine about twice as fast.) A time budget
-# (TFP_PICKLEFIX_TIME_BUDGET, minutes: CI sets it) scales them by how much slower than
-# this the stacks run so far took, and skips, with a SKIP line, a stack that would not
-# end within it (``budget_verdict``).
+# machine about twice as fast.) A time budget (TFP_PICKLEFIX_TIME_BUDGET, minutes: CI
+# sets it) scales them by how much slower than this the stacks run so far took, and
+# skips, with a SKIP line, a stack that would not end within it (``budget_verdict``).
 USUAL_SECONDS = {"modern": 1400, "legacy-0.11": 280, "jax-nightly": 540, "mid-0.12": 280,
                  "mid-0.17": 530, "legacy-0.10": 260, "legacy-0.9": 170,
                  "numpy-substrate-0.11": 45, "mid-0.23": 690, "modern-py313": 490}
@@ -685,7 +684,7 @@ def test(stack: str, deadline: Optional[float] = None) -> Tuple[str, str]:
         if timer is not None:
             timer.cancel()
     took = f"stack {time.time() - start:.0f}s: setup {set_up - start:.0f}s, tests {time.time() - set_up:.0f}s"
-    if stopped.is_set():
+    if stopped.is_set() and code != 0:  # (not when its tests ended as the stop came)
         return "FAIL", (f"stopped at the time budget's hard stop, {HARD_STOP_GRACE // 60} min "
                         f"past TFP_PICKLEFIX_TIME_BUDGET, before its tests ended (log: "
                         f"{os.path.relpath(logfile, ROOT)}) ({took})")
