@@ -720,8 +720,9 @@ def budget_verdict(stack: str, elapsed: float, ran: List[Tuple[str, float]],
     does every stack without a budget or without a usual time (an extended one)."""
     if budget is None or STACKS[stack].get("required") or stack not in USUAL_SECONDS:
         return None
-    usual = sum(USUAL_SECONDS.get(s, 0) for s, _ in ran)
-    pace = sum(took for s, took in ran if s in USUAL_SECONDS) / usual if usual else 1.0
+    known = [(s, took) for s, took in ran if s in USUAL_SECONDS]
+    usual = sum(USUAL_SECONDS[s] for s, _ in known)
+    pace = sum(took for _, took in known) / usual if usual else 1.0
     need = USUAL_SECONDS[stack] * pace
     if elapsed + need <= budget:
         return None
