@@ -459,3 +459,33 @@ def test_cache_cost_swaps_the_cache_for_a_pass_through(tmp_path):
         assert min(r["fixed_us"] + r["off_us"]) > 0, r
     table = (out / f"cache_cost-{sub}.md").read_text()
     assert f"{sub:9s}     1    64K cache" in table, table
+
+
+def _miss_row(substrate, bijector, size, op, fixed, off):
+    case = {"kind": "bijector", "substrate": substrate, "bijector": bijector, "size": size,
+            "op": op, "exec": "eager", "cache": "miss"}
+    ratio = {"fixed": {"median": fixed, "min": fixed, "max": fixed},
+             "off": {"median": off, "min": off, "max": off}}
+    return {"case": case, "median": {}, "ratio": ratio, "errors": [], "batches": {}}
+
+
+def test_the_summary_says_which_misses_over_half_no_cache_could_bring_under_it(tmp_path):
+    """Issue 5's "eager misses at most half of TFP's": a miss over 0.5 whose call with no
+    cache at all (``off``) takes more than 0.5 too is out of any cache's reach; the
+    summary counts those apart and lists the others."""
+    rows = [_miss_row("numpy", "Exp", 1, "forward", 0.12, 0.11),       # meets it
+            _miss_row("tf", "Softplus", 1e6, "forward", 0.90, 0.91),   # out of reach
+            _miss_row("tf", "Exp", 1, "fldj", 0.87, 0.92),             # out of reach
+            _miss_row("numpy", "Chain3", 1e6, "inverse", 0.82, 0.35)]  # within reach
+    meta = {"when": "now", "machine": "here", "python": "3", "versions": {}, "repeats": 1,
+            "seconds": 1}
+    (tmp_path / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}))
+    result = run_script(["-m", "benchmarks.summary", str(tmp_path)], timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert "<= 0.5 of TFP as shipped (fixed): 1/4 cases meet it" in out, out
+    assert ("of the 3 over 0.5, 2 take more than 0.5 with no cache at all too (off): "
+            "out of any cache's reach") in out, out
+    within = [line for line in out.splitlines() if "within reach:" in line]
+    assert within == ["  - within reach: numpy Chain3 n=1e+06 inverse eager miss: "
+                      "0.82 [0.82, 0.82], off 0.35 [0.35, 0.35]"], out
