@@ -26,6 +26,8 @@ from benchmarks.run import (COMPILED, CORE, EAGER_MAX, OVERHEAD_MAX, ROOT, contr
 from benchmarks.run import _fmt_case as _name
 from benchmarks.run import _ratio_cell
 
+MISS_MAX = 0.5  # issue 5: eager misses of Exp, Softplus and the Chain of 3 at most half of TFP's time
+
 
 def _fmt(r):
     return f"{r['median']:.2f} [{r['min']:.2f}, {r['max']:.2f}]"
@@ -167,9 +169,9 @@ def summarize(folder: str) -> List[str]:
     _check(lines, "eager, noise alone: control / none within 0.98-1.02", eager, "control", within)
     misses = [r for r in bij if r["case"]["exec"] not in COMPILED and r["case"]["cache"] == "miss"
               and r["case"]["bijector"] in CORE]
-    _check(lines, "eager misses of Exp/Softplus/Chain3: <= 0.5 of TFP as shipped", misses, "fixed",
-           lambda r: r["median"] <= 0.5)
-    _out_of_reach(lines, misses, 0.5)
+    _check(lines, f"eager misses of Exp/Softplus/Chain3: <= {MISS_MAX} of TFP as shipped", misses,
+           "fixed", lambda r: r["median"] <= MISS_MAX)
+    _out_of_reach(lines, misses, MISS_MAX)
     small = [r for r in misses if r["case"]["size"] <= 1000]
     _check(lines, "eager misses (sizes 1, 1000): cache cost over no cache <= 1.15, across "
            "processes", small, "fixed_vs_off", lambda r: r["median"] <= OVERHEAD_MAX, show=40)
