@@ -74,16 +74,6 @@ NEEDS_USER_CODE = {
                           "so a copy's values legitimately differ",
 }
 
-# Failures that are not caused by the bijector cache, by class and serializer family:
-# the expected error text. They belong to the modern-TFP pickling issue (TFP-internal
-# lambdas, dill's by-value pickling of TF internals) and are listed in the README.
-# A listed cell may pass on some TFP release; if it fails, it must fail this way.
-KNOWN_NON_CACHE_FAILURES: Dict[str, Dict[str, str]] = {
-    "SoftClip": {"pickle": "Can't pickle local object 'SoftClip.__init__.<locals>.<lambda>'",
-                 "dill": "cannot pickle 'HiddenTfApiAttribute' object"},
-}
-
-
 def _shift(tfb: Any, value: Any) -> Any:
     if hasattr(tfb, "Shift"):
         return tfb.Shift(value)
