@@ -33,6 +33,14 @@ def _fmt(r):
     return f"{r['median']:.2f} [{r['min']:.2f}, {r['max']:.2f}]"
 
 
+def _listed(lines, label, texts, show=8, more=""):
+    """The first ``show`` of ``texts`` as ``label: text`` lines, then how many are left."""
+    for text in texts[:show]:
+        lines.append(f"  - {label}: {text}")
+    if len(texts) > show:
+        lines.append(f"  - ... and {len(texts) - show} more{more}")
+
+
 def _check(lines, title, rows, variant, ok, show=8):
     """One line: how many of ``rows`` meet ``ok`` for ``variant``, and the misses."""
     got = [(row, row["ratio"][variant]) for row in rows if variant in row["ratio"]]
@@ -42,10 +50,8 @@ def _check(lines, title, rows, variant, ok, show=8):
     meds = [r["median"] for _, r in got]
     lines.append(f"- {title} ({variant}): {len(got) - len(bad)}/{len(got)} cases meet it; "
                  f"median ratios {min(meds):.2f}-{max(meds):.2f}")
-    for row, r in sorted(bad, key=lambda p: -p[1]["median"])[:show]:
-        lines.append(f"  - misses: {_name(row['case'])}: {_fmt(r)}")
-    if len(bad) > show:
-        lines.append(f"  - ... and {len(bad) - show} more")
+    _listed(lines, "misses", [f"{_name(row['case'])}: {_fmt(r)}"
+                              for row, r in sorted(bad, key=lambda p: -p[1]["median"])], show)
 
 
 def _spread(lines, rows, variant):
@@ -75,10 +81,7 @@ def _inprocess(lines, entries, title, target="within 0.98-1.02", ok=lambda m: 0.
     lines.append(f"- {title} {target} ({len(got[0]['processes'])} processes): "
                  f"{len(got) - len(bad)}/{len(got)} cases meet it; median ratios "
                  f"{min(meds):.3f}-{max(meds):.3f}")
-    for o in bad[:8]:
-        lines.append(f"  - misses: {_name(o['case'])}: {_ratio_cell(o)}")
-    if len(bad) > 8:
-        lines.append(f"  - ... and {len(bad) - 8} more")
+    _listed(lines, "misses", [f"{_name(o['case'])}: {_ratio_cell(o)}" for o in bad])
 
 
 def _control(lines, package, control, again=()):
@@ -112,11 +115,10 @@ def _out_of_reach(lines, rows, limit, show=8):
     reachable = [r for r in over if r["ratio"]["off"]["median"] <= limit]
     lines.append(f"  - of the {len(over)} over {limit}, {len(over) - len(reachable)} take more than "
                  f"{limit} with no cache at all too (off): out of any cache's reach")
-    for r in sorted(reachable, key=lambda r: -r["ratio"]["fixed"]["median"])[:show]:
-        lines.append(f"  - within reach: {_name(r['case'])}: {_fmt(r['ratio']['fixed'])}, "
-                     f"off {_fmt(r['ratio']['off'])}")
-    if len(reachable) > show:
-        lines.append(f"  - ... and {len(reachable) - show} more within reach")
+    _listed(lines, "within reach", [
+        f"{_name(r['case'])}: {_fmt(r['ratio']['fixed'])}, off {_fmt(r['ratio']['off'])}"
+        for r in sorted(reachable, key=lambda r: -r["ratio"]["fixed"]["median"])],
+        show, more=" within reach")
 
 
 def summarize(folder: str) -> List[str]:
