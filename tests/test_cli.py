@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+import tfp_picklefix
+from tfp_picklefix import Status, SubstrateStatus
+from tfp_picklefix._status import WIDTH
+
 from conftest import LEGACY_ERAS, era, has_module, run_python, substrates
 
 
@@ -15,6 +19,44 @@ def test_status_table():
     assert "substrate" in out and "era" in out
     for sub in substrates():
         assert any(line.startswith(sub) and era(sub) in line for line in out.splitlines()), out
+    _assert_readable(out, [])
+    status = tfp_picklefix.status()  # this process's: what its tests have imported so far
+    _assert_readable(str(status), [s.patched for s in status.substrates if s.patched])
+
+
+def _assert_readable(text, lists):
+    """Each line fits the width, or holds one item alone; each item is whole on a line."""
+    lines = text.splitlines()
+    for line in lines:
+        assert len(line) <= WIDTH or len(line.split(": ", 1)[-1].strip().split(", ")) == 1, line
+    for items in lists:
+        for i, item in enumerate(items):
+            word = item + ("," if i < len(items) - 1 else "")
+            assert any(word in line for line in lines), (item, text)
+
+
+def test_status_text_wraps_and_keeps_everything():
+    # The status text of a substrate with a long list of patches and a failure: before
+    # the list and the message were wrapped below the table, every row was as wide as
+    # the longest list (TF's, some eighty attributes, thousands of characters).
+    patched = tuple(f"Class{i}.__reduce_ex__" for i in range(80)) + (
+        "pickle's registry: _TupleWrapper", "36 submodule attributes (for dill)",
+        "A" * 120 + ".__reduce__")
+    failure = "failed: TypeError: " + "a long message " * 12 + "end"
+    status = Status(enabled=True, active=True, mode="on", cache_mode="fixed", speedups="C",
+                    substrates=(
+                        SubstrateStatus("tf", "tensorflow_probability.python.bijectors.bijector",
+                                        "0.25.0", "global", "a class-level cache", "patched",
+                                        patched),
+                        SubstrateStatus("numpy", "tfp.substrates.numpy.bijectors.bijector",
+                                        "0.25.0", "global", "", failure)))
+    text = str(status)
+    _assert_readable(text, [patched])
+    rows = [line.split() for line in text.splitlines()]
+    assert ["tf", "0.25.0", "global", "patched"] in rows
+    assert ["numpy", "0.25.0", "global", "failed"] in rows
+    assert " ".join(text.split()).count(failure) == 1
+    assert "tf: tensorflow_probability.python.bijectors.bijector" in text.splitlines()
 
 
 def test_check_passes_with_the_package():
