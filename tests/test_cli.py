@@ -22,6 +22,9 @@ def test_status_table():
     _assert_readable(out, [])
     status = tfp_picklefix.status()  # this process's: what its tests have imported so far
     _assert_readable(str(status), [s.patched for s in status.substrates if s.patched])
+    for sub in status.substrates:  # one label, one attribute (TF, Keras 2 and tf_keras
+        # each have a class _ObjectIdentityWrapper: their labels name the module)
+        assert len(set(sub.patched)) == len(sub.patched), sub.patched
 
 
 def _assert_readable(text, lists):

@@ -133,8 +133,12 @@ def _adopt_cache(group: str, cls: type) -> None:
 
 def _labels(entries: Any) -> tuple:
     """Status labels: one per patched class attribute, one line for re-attached submodules."""
-    labels = [f"{e.owner.__name__}.{e.name}" for e in entries
-              if isinstance(e.owner, type) and e.name != "__module__"]
+    patched = [e for e in entries if isinstance(e.owner, type) and e.name != "__module__"]
+    names = [f"{e.owner.__qualname__}.{e.name}" for e in patched]
+    # Classes of one name in several modules (TF, Keras 2 and tf_keras each have an
+    # _ObjectIdentityWrapper): those labels name the module too.
+    labels = [f"{e.owner.__module__}.{name}" if names.count(name) > 1 else name
+              for e, name in zip(patched, names)]
     labels += [f"pickle's registry: {e.name.__name__}" if isinstance(e.name, type)
                else f"Keras's registry: {e.name}" for e in entries if type(e.owner) is dict]
     renamed = sum(1 for e in entries if isinstance(e.owner, type) and e.name == "__module__")
