@@ -105,9 +105,25 @@ def impl(request):
         tfp_picklefix.set_cache_mode(before)
 
 
-def expect_defect_on_upstream(request, impl, strict=True):
+def expect_defect_on_upstream(request, impl):
     if impl == "upstream":
-        request.applymarker(pytest.mark.xfail(strict=strict, reason="a defect of TFP's own cache"))
+        request.applymarker(pytest.mark.xfail(strict=True, reason="a defect of TFP's own cache"))
+
+
+def tfp_release():
+    """(major, minor) of the installed TFP (a nightly: the release it leads to), or None."""
+    import re
+
+    version = getattr(sys.modules.get("tensorflow_probability"), "__version__", "")
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def skip_unmeasured_upstream(what):
+    """Where how TFP's own cache fares was not measured: skipped, said so, not guessed."""
+    version = getattr(sys.modules.get("tensorflow_probability"), "__version__", "?")
+    pytest.skip(f"TFP {version}'s own cache was not measured on {what} (the package's "
+                f"cache, mode fixed, runs it here)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -554,6 +570,19 @@ def _random_calls(tfb, seed, make, contents, learn, check, mutable, copies=_COPI
     return checks, hits, bijectors
 
 
+# The seeds below on which TFP's own cache fails, by release and substrate, as every CI
+# run of 2026-12 measured them (a seed gives the same calls, and TFP the same outcome, in
+# every run: the failures are not timing-dependent). Seeds 0 and 1 pass there: a strict
+# expectation either way, so that each run checks what it shows. Releases and substrates
+# not listed (the opt-in stacks') skip TFP's own cache here.
+_UPSTREAM_FAILING_SEEDS = {
+    ((0, 25), "tf"): {2},
+    ((0, 25), "numpy"): {2},
+    ((0, 26), "numpy"): {2},  # tfp-nightly 0.26.0.dev20261027, on jax-nightly
+    ((0, 26), "jax"): {2},
+}
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_contract_holds_under_random_sequences(request, sub, impl, seed):
     """Random calls (forward, inverse, both log-dets) of equal and distinct bijectors, on
@@ -565,10 +594,16 @@ def test_contract_holds_under_random_sequences(request, sub, impl, seed):
     dropped: no entries left, not even dead ones.
 
     TFP's own cache fails some seeds (2, 3 and 4 of the first 12 on TFP 0.25) by the two
-    defects that have tests of their own below, distilled from such seeds; it may pass
-    others. This package's cache passed the first 40 seeds in every substrate of TFP
-    0.20, 0.25 and nightly, and in the NumPy substrate of TFP 0.12."""
-    expect_defect_on_upstream(request, impl, strict=False)
+    defects that have tests of their own below, distilled from such seeds, and passes
+    the others: each seed is expected to do as measured (_UPSTREAM_FAILING_SEEDS). This
+    package's cache passed the first 40 seeds in every substrate of TFP 0.20, 0.25 and
+    nightly, and in the NumPy substrate of TFP 0.12."""
+    if impl == "upstream":
+        failing = _UPSTREAM_FAILING_SEEDS.get((tfp_release(), sub))
+        if failing is None:
+            skip_unmeasured_upstream(f"these random sequences ({sub} substrate)")
+        if seed in failing:
+            expect_defect_on_upstream(request, impl)
     tfb = api(sub).bijectors
     gc.collect()
     stored = len(tfb.Bijector._cache.storage)  # raw entries, dead or alive, of every test
@@ -599,7 +634,13 @@ def test_contract_holds_under_random_sequences_in_a_trace(request, impl, seed):
     none; see the README.)"""
     if "tf" not in SUBSTRATES:
         pytest.skip("needs TF with TFP >= 0.12")
-    expect_defect_on_upstream(request, impl, strict=False)  # it keeps the graph (a defect)
+    if impl == "upstream":
+        # TFP's cache keeps the graph (a defect), from TFP 0.23 on (measured with
+        # tests/leak_traces.py: 0.12, 0.17 and 0.20 did not keep it; here, measured on 0.25,
+        # both seeds fail by it). Before 0.23 this was not measured.
+        if tfp_release() is None or tfp_release() < (0, 23):
+            skip_unmeasured_upstream("random sequences in a trace")
+        expect_defect_on_upstream(request, impl)
     import tensorflow as tf
 
     tfb = api("tf").bijectors
