@@ -134,10 +134,14 @@ def _adopt_cache(group: str, cls: type) -> None:
 def _labels(entries: Any) -> tuple:
     """Status labels: one per patched class attribute, one line for re-attached submodules."""
     patched = [e for e in entries if isinstance(e.owner, type) and e.name != "__module__"]
-    names = [f"{e.owner.__qualname__}.{e.name}" for e in patched]
+    names = [f"{e.owner.__name__}.{e.name}" for e in patched]
     # Classes of one name in several modules (TF, Keras 2 and tf_keras each have an
-    # _ObjectIdentityWrapper): those labels name the module too.
-    labels = [f"{e.owner.__module__}.{name}" if names.count(name) > 1 else name
+    # _ObjectIdentityWrapper): those labels name the module too. A class of one module
+    # defined again (a notebook cell run twice) keeps its plain label, once per class.
+    modules: dict = {}
+    for e, name in zip(patched, names):
+        modules.setdefault(name, set()).add(e.owner.__module__)
+    labels = [f"{e.owner.__module__}.{name}" if len(modules[name]) > 1 else name
               for e, name in zip(patched, names)]
     labels += [f"pickle's registry: {e.name.__name__}" if isinstance(e.name, type)
                else f"Keras's registry: {e.name}" for e in entries if type(e.owner) is dict]
