@@ -1,6 +1,6 @@
 """Thread stress for the bijector cache: run as a script, prints one JSON line.
 
-    python tests/stress_threads.py --substrate tf --threads 16 --seconds 30
+    python tests/stress_threads.py --substrate tf --threads 16 --seconds 30 [--switch-interval 1e-6]
 
 16 threads push shared and fresh inputs through Chain, Exp and Softplus (forward,
 inverse, both log-det-Jacobians) while another thread keeps calling clear(). Counts
@@ -30,7 +30,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--no-package", action="store_true")
+    # Python switches threads every 5 ms by default; 1e-6 makes every call a run of
+    # preemptions (fewer calls, far more interleavings of each).
+    parser.add_argument("--switch-interval", type=float, default=None)
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
 
     unraisable = []
     sys.unraisablehook = lambda info: unraisable.append(repr(info.exc_value))

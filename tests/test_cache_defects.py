@@ -39,17 +39,32 @@ def _threads_ok(report, stderr):
     assert report["entries_left"] == 0, report
 
 
+# Python switches threads every 5 ms by default (the issue's 16 threads for 30 s run so);
+# at 1e-6 s every call is preempted many times over: fewer calls, far more interleavings
+# of each. There TFP's own cache failed 19 of 20 runs of 10 s (2026-12-07, on a loaded
+# machine; its TF and NumPy substrates on modern, NumPy and JAX on jax-nightly: KeyErrors
+# in clear() and in weakref callbacks, entries left); at the default interval it fails
+# most runs, not all (test_threads_upstream).
+FAST_SWITCH = ["--switch-interval", "1e-6"]
+
+
 @pytest.mark.long(40)
+@pytest.mark.parametrize("switch", ["default", "fast"])
 @pytest.mark.parametrize("sub", global_substrates() or [pytest.param(None, id="none")])
-def test_threads_fixed(sub):
-    """16 threads x 30 s, shared and fresh inputs, Chain/Exp/Softplus, clear() racing."""
+def test_threads_fixed(sub, switch):
+    """16 threads x 30 s, shared and fresh inputs, Chain/Exp/Softplus, clear() racing;
+    and 10 s with threads switched every microsecond."""
     if sub is None:
         pytest.skip("no substrate in the global cache era (TFP >= 0.12) here")
+    seconds = THREAD_SECONDS if switch == "default" else min(THREAD_SECONDS, 10.0)
     report, stderr = _run(["tests/stress_threads.py", "--substrate", sub, "--threads", "16",
-                           "--seconds", str(THREAD_SECONDS)], "fixed")
+                           "--seconds", str(seconds)] + (FAST_SWITCH if switch == "fast" else []),
+                          "fixed")
     _threads_ok(report, stderr)
 
 
+# Not strict: in one CI run of 2026-12-07 TFP's own cache passed this (NumPy substrate,
+# default interval), and in one of the 20 runs above (TF, 260 calls in 10 s) too.
 @pytest.mark.parametrize("sub", global_substrates() or [pytest.param(None, id="none")])
 @pytest.mark.xfail(strict=False, reason="TFP's own cache: None results, KeyErrors in clear() "
                                         "and weakref callbacks, entries left (timing-dependent)")
