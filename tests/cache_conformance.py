@@ -916,11 +916,12 @@ def test_defect_log_prob_of_kept_data_follows_the_bijector_s_variable(request, i
             lp = tf.reduce_sum(dist.log_prob(data))
         return lp.numpy(), tape.gradient(lp, variable).numpy()
 
+    def transformed(variable):
+        return tfp.distributions.TransformedDistribution(
+            tfp.distributions.Normal(0.0, 1.0), _WITH_A_VARIABLE[kind](tfp.bijectors, variable))
+
     v, w = tf.Variable(0.5), tf.Variable(0.5)
-    kept = tfp.distributions.TransformedDistribution(
-        tfp.distributions.Normal(0.0, 1.0), _WITH_A_VARIABLE[kind](tfp.bijectors, v))
-    fresh = tfp.distributions.TransformedDistribution(
-        tfp.distributions.Normal(0.0, 1.0), _WITH_A_VARIABLE[kind](tfp.bijectors, w))
+    kept, fresh = transformed(v), transformed(w)
     data = tf.constant([1.0, 2.0])
     for i in range(3):
         got = step(kept, v, data)
