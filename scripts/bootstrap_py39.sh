@@ -9,11 +9,17 @@ if [ -x "$venv/bin/python" ] && LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gn
 fi
 pkgs=(python3.9=3.9.2-1 python3.9-minimal=3.9.2-1 libpython3.9-stdlib=3.9.2-1 libpython3.9-minimal=3.9.2-1
       python3-distutils=3.9.2-1 python3-lib2to3=3.9.2-1 libssl1.1 libffi7 libmpdec3 python-pip-whl=20.3.4-4+deb11u1)
+# Python's headers, in a folder of their own ($prefix/dev): scripts/matrix.py shows them
+# to the package's install alone, which builds its C extension for 3.9 as a user's
+# install with a compiler does (tfp_picklefix._speedups); the stacks' dependencies install
+# as before (wrapt 1.12 without its C extension). Optional: without them the package
+# installs its pure-Python cache, and the matrix's log says so.
+dev_pkgs=(libpython3.9-dev=3.9.2-1 python3.9-dev=3.9.2-1)
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu"
 py="$prefix/usr/bin/python3.9"
 # The prefix is fetched once: re-extracting it would replace libpython3.9 under the
 # processes of a Python 3.9 stack whose tests run while the next stack is set up.
-if [ "$(cat "$prefix/.pkgs" 2>/dev/null)" != "${pkgs[*]}" ] || ! "$py" -c 'import ssl' 2>/dev/null; then
+if [ "$(cat "$prefix/.pkgs" 2>/dev/null)" != "${pkgs[*]} ${dev_pkgs[*]}" ] || ! "$py" -c 'import ssl' 2>/dev/null; then
 command -v apt-get >/dev/null || { echo "no apt-get on this machine" >&2; exit 3; }
 [ "$(uname -m)" = x86_64 ] || { echo "bullseye python3.9 bootstrap supports x86_64 only" >&2; exit 3; }
 apt_dir="$prefix/.apt"; debs="$prefix/.debs"
@@ -29,8 +35,16 @@ if ! (cd "$debs" && apt-get "${aptopts[@]}" download "${pkgs[@]}" >"$prefix/apt-
   echo "bullseye python3.9 packages not available from the mirror (see $prefix/apt-download.log)" >&2; exit 3
 fi
 for d in "$debs"/*.deb; do dpkg -x "$d" "$prefix"; done
+devdebs="$prefix/.debs-dev"; mkdir -p "$devdebs"; rm -rf "$prefix/dev"
+if (cd "$devdebs" && apt-get "${aptopts[@]}" download "${dev_pkgs[@]}" >"$prefix/apt-download-dev.log" 2>&1); then
+  for d in "$devdebs"/*.deb; do dpkg -x "$d" "$prefix/dev"; done
+  # Debian's pyconfig.h includes <x86_64-linux-gnu/python3.9/pyconfig.h>: with
+  # -I$prefix/dev/usr/include the compiler finds the prefix's own.
+else
+  echo "bullseye python3.9 headers not available (see $prefix/apt-download-dev.log): the package's C extension will not be built for 3.9" >&2
+fi
 "$py" -c 'import ssl, ctypes, sqlite3' 2>/dev/null || "$py" -c 'import ssl' || { echo "extracted python3.9 does not run" >&2; exit 3; }
-echo "${pkgs[*]}" > "$prefix/.pkgs"
+echo "${pkgs[*]} ${dev_pkgs[*]}" > "$prefix/.pkgs"
 fi
 rm -rf "$venv"
 "$py" -m venv --without-pip "$venv"

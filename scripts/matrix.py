@@ -155,9 +155,10 @@ _PY313_TESTS = _LIGHT_TESTS + [
 ] + _WITH_THE_FIX
 
 
-# What mid-0.17 leaves to mid-0.12 (the same Python 3.9 and pure-Python cache path, on
-# TFP 0.12) and to modern: the cache's load tests (threads, discarded traces), the
-# upstream diff, and the worker pools (both send the same pickles through them).
+# What mid-0.17 leaves to mid-0.12 (the same Python 3.9, on TFP 0.12, with the cache's
+# pure-Python path) and to modern (its C path, on 3.11): the cache's load tests (threads,
+# discarded traces), the upstream diff, and the worker pools (both send the same pickles
+# through them).
 _REPEATED_ON_MID_012 = [
     "--ignore", "tests/test_cache_defects.py", "--ignore", "tests/test_upstream_diff.py",
     "--deselect", "tests/test_modern_pickling.py::test_jax_and_numpy_objects_ship_to_worker_processes",
@@ -213,7 +214,11 @@ STACKS: Dict[str, dict] = {
     # (its wrapt 1.12 builds here without its C extension). A selection: the cache, the
     # patching machinery, GPflow models, and the reducers' tests written for it; the
     # other modern tests build objects and use functions that TFP 0.12 does not have.
-    "mid-0.12": _mid_py39("mid-0.12.txt", _MID_SELECTION + _WITH_THE_FIX),
+    # Installed as without a compiler (speedups=False: TFP_PICKLEFIX_SPEEDUPS=off at
+    # install), its tests run the pure-Python cache, the load tests among them; the other
+    # Python 3.9 stacks build the C extension (mid-0.17 tests it on 3.9, and there
+    # test_speedups.py runs the conformance suite on the pure-Python path too).
+    "mid-0.12": dict(_mid_py39("mid-0.12.txt", _MID_SELECTION + _WITH_THE_FIX), speedups=False),
     # The middle of the range (TF 2.9: Trackable with _trackable_children, still in
     # tensorflow.python.training.tracking; Keras 2.9, which pickles models as SavedModels:
     # F17; NumPy 1.26; wrapt 2). The suite but what it leaves to mid-0.12 and modern
@@ -372,6 +377,9 @@ def _stamp(stack: str) -> str:
         h.update(f.read())
     for shim in spec.get("shims", []):
         with open(os.path.join(SHIMS, shim + ".py"), "rb") as f:
+            h.update(f.read())
+    if spec["python"] == "py39":  # what the interpreter is made of (its headers among it)
+        with open(os.path.join(ROOT, "scripts", "bootstrap_py39.sh"), "rb") as f:
             h.update(f.read())
     return h.hexdigest()
 
@@ -584,6 +592,15 @@ def install_with_pip(stack: str, constraints: str, env: Dict[str, str]) -> None:
 def install_package(stack: str) -> None:
     """The package itself, built and installed as a user would (no dependencies pulled)."""
     env = stack_env(stack)
+    if STACKS[stack].get("speedups") is False:  # as a user's install without a compiler
+        env["TFP_PICKLEFIX_SPEEDUPS"] = "off"
+    elif STACKS[stack]["python"] == "py39":
+        # Python 3.9's headers, where scripts/bootstrap_py39.sh could fetch them, for this
+        # install alone (the stack's dependencies were installed without them).
+        include = os.path.join(PY39_PREFIX, "dev", "usr", "include")
+        if os.path.exists(os.path.join(include, "python3.9", "Python.h")):
+            env["CFLAGS"] = " ".join(filter(None, [
+                f"-I{include}/python3.9 -I{include}", env.get("CFLAGS", "")]))
     _run([python_of(stack), "-m", "pip", "install", "--disable-pip-version-check", "-q",
           "--no-deps", "--force-reinstall", ROOT], env, "pip install tfp-picklefix")
     copy_extension(stack, env)
@@ -610,6 +627,9 @@ def copy_extension(stack: str, env: Dict[str, str]) -> None:
     if os.path.exists(built):
         shutil.copyfile(built, target)
         log(f"{stack}: the cache's C path (tfp_picklefix/{name}) was built")
+    elif env.get("TFP_PICKLEFIX_SPEEDUPS") == "off":
+        log(f"{stack}: installed with TFP_PICKLEFIX_SPEEDUPS=off (as without a compiler): "
+            "its tests run the pure-Python cache")
     else:
         log(f"{stack}: the cache's C path was not built here (no compiler or no Python "
             "headers): its tests run the pure-Python cache")

@@ -26,8 +26,9 @@ from conftest import ROOT, global_substrates, make_value, substrates
 BUILT = importlib.util.find_spec("tfp_picklefix._speedups") is not None
 needs_extension = pytest.mark.skipif(
     not BUILT, reason="tfp_picklefix._speedups is not built for this Python (no compiler or "
-                      "no Python headers where the stack was installed): the pure-Python cache "
-                      "runs, and the rest of the suite tests it")
+                      "no Python headers where the stack was installed, or "
+                      "TFP_PICKLEFIX_SPEEDUPS=off at install): the pure-Python cache runs, and "
+                      "the rest of the suite tests it")
 
 
 @pytest.fixture(params=global_substrates() or [pytest.param(None, marks=pytest.mark.skip(
