@@ -157,12 +157,10 @@ _PY313_TESTS = _LIGHT_TESTS + [
 
 # What mid-0.17 leaves to mid-0.12 (the same Python 3.9, on TFP 0.12, with the cache's
 # pure-Python path) and to modern (its C path, on 3.11): the cache's load tests (threads,
-# discarded traces), the conformance suite on the pure-Python path where the C path runs
-# (mid-0.12 runs that path on 3.9; it added 70 s to mid-0.17's 320), the upstream diff,
-# and the worker pools (both send the same pickles through them).
+# discarded traces), the upstream diff, and the worker pools (both send the same pickles
+# through them).
 _REPEATED_ON_MID_012 = [
     "--ignore", "tests/test_cache_defects.py", "--ignore", "tests/test_upstream_diff.py",
-    "--deselect", "tests/test_speedups.py::test_the_conformance_suite_passes_on_the_python_path",
     "--deselect", "tests/test_modern_pickling.py::test_jax_and_numpy_objects_ship_to_worker_processes",
     "--deselect", "tests/test_models_modern.py::test_models_predict_the_same_in_worker_processes"]
 
@@ -218,7 +216,8 @@ STACKS: Dict[str, dict] = {
     # other modern tests build objects and use functions that TFP 0.12 does not have.
     # Installed as without a compiler (speedups=False: TFP_PICKLEFIX_SPEEDUPS=off at
     # install), its tests run the pure-Python cache, the load tests among them; the other
-    # Python 3.9 stacks build the C extension (mid-0.17 tests it on 3.9).
+    # Python 3.9 stacks build the C extension (mid-0.17 tests it on 3.9, and there
+    # test_speedups.py runs the conformance suite on the pure-Python path too).
     "mid-0.12": dict(_mid_py39("mid-0.12.txt", _MID_SELECTION + _WITH_THE_FIX), speedups=False),
     # The middle of the range (TF 2.9: Trackable with _trackable_children, still in
     # tensorflow.python.training.tracking; Keras 2.9, which pickles models as SavedModels:
